@@ -1,0 +1,102 @@
+"""Embedded mode: every service in one process, each still a gRPC server on loopback.
+
+Services talk through the same servicers and clients as in a cluster; only the
+process boundary is gone. Data lives under `Settings.data_dir` and survives
+restarts. `python -m ragkb.embedded` runs it in the foreground until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import replace
+
+from services.gateway import main as gateway_main
+from services.generator import main as generator_main
+from services.indexer import main as indexer_main
+from services.parser import main as parser_main
+from services.reranker import main as reranker_main
+from services.retriever import main as retriever_main
+from shared import registry
+from shared.config import Settings
+from shared.server import ServiceServer, run_until_signalled
+from shared.stores.milvus import close_clients
+
+log = logging.getLogger("ragkb.embedded")
+
+LAYERS = {
+    "parser": parser_main.build,
+    "indexer": indexer_main.build,
+    "retriever": retriever_main.build,
+    "reranker": reranker_main.build,
+    "generator": generator_main.build,
+}
+
+
+class EmbeddedStack:
+    """Start/stop every service in this process. `ephemeral_ports=True` binds port 0 everywhere (tests)."""
+
+    def __init__(self, settings: Settings, *, ephemeral_ports: bool = False):
+        self.settings = settings
+        self._ephemeral = ephemeral_ports
+        self.servers: dict[str, ServiceServer] = {}
+        self.gateway: gateway_main.GatewayProcess | None = None
+
+    def start(self) -> EmbeddedStack:
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        port = 0 if self._ephemeral else None
+        addresses = {}
+        for name, build in LAYERS.items():
+            server = build(self.settings, port=port)
+            server.start()
+            self.servers[name] = server
+            addresses[f"{name}_addr"] = server.address
+        self.settings = replace(self.settings, **addresses)
+        self.gateway = gateway_main.build(self.settings, grpc_port=port, http_port=port)
+        self.gateway.start()
+        self.servers["gateway"] = self.gateway.grpc
+        self.settings = replace(self.settings, gateway_grpc_addr=self.gateway.grpc.address,
+                                http_port=self.gateway.http.port)
+        for server in self.servers.values():
+            server.warm_up()
+            server.mark_serving()
+        return self
+
+    @property
+    def http_url(self) -> str:
+        return self.gateway.http.url
+
+    def endpoints(self) -> dict[str, str]:
+        return {"http": self.http_url, **{name: server.address for name, server in self.servers.items()}}
+
+    def stop(self) -> None:
+        """Front door first (stop taking work), then the layers, then the shared stores and models."""
+        if self.gateway is not None:
+            self.gateway.stop()
+        for name, server in reversed(self.servers.items()):
+            if name != "gateway":
+                server.stop()
+        registry.clear_cache()
+        close_clients()
+        self.servers.clear()
+        self.gateway = None
+
+
+def main() -> None:
+    from shared.logs import configure_logging
+
+    settings = Settings.from_env()
+    configure_logging(settings.log_level)
+    stack = EmbeddedStack(settings).start()
+    state_file = settings.data_dir / "embedded.json"
+    state_file.write_text(json.dumps({"pid": os.getpid(), "endpoints": stack.endpoints()}, indent=2))
+    log.info("embedded stack ready", extra={"endpoints": stack.endpoints()})
+    try:
+        run_until_signalled([], on_stop=stack.stop)
+    finally:
+        state_file.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""Run the gateway (gRPC + REST) as its own process: `python -m services.gateway.main`.
+
+In embedded mode ingestion jobs run on an in-process queue with the same task
+code a Celery worker runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+from services.gateway import servicer
+from services.gateway.gateway import Downstream, Gateway
+from services.gateway.http import HttpServer
+from services.gateway.rest import create_app
+from services.worker.pipeline import run_ingest_job
+from services.worker.queue import InProcessQueue
+from shared.clients import GeneratorClient, IndexerClient, ParserClient, RerankerClient, RetrieverClient
+from shared.config import Settings
+from shared.jobs import JobStore
+from shared.kb import KnowledgeBaseCatalog
+from shared.server import ServiceServer, run_until_signalled
+
+
+@dataclass
+class GatewayProcess:
+    grpc: ServiceServer
+    http: HttpServer
+    gateway: Gateway
+
+    def start(self) -> None:
+        self.grpc.start()
+        self.http.start()
+
+    def stop(self) -> None:
+        self.grpc.stop()
+        self.http.stop()
+
+
+def connect(settings: Settings) -> Downstream:
+    timeout = settings.rpc_timeout_s
+    return Downstream(
+        parser=ParserClient(settings.parser_addr, timeout_s=timeout),
+        indexer=IndexerClient(settings.indexer_addr, timeout_s=timeout),
+        retriever=RetrieverClient(settings.retriever_addr, timeout_s=timeout),
+        reranker=RerankerClient(settings.reranker_addr, timeout_s=timeout),
+        generator=GeneratorClient(settings.generator_addr, timeout_s=timeout),
+    )
+
+
+def build(settings: Settings, *, grpc_port: int | None = None, http_port: int | None = None) -> GatewayProcess:
+    downstream = connect(settings)
+    jobs = JobStore(settings.data_dir)
+    run_job = partial(run_ingest_job, jobs=jobs, catalog=KnowledgeBaseCatalog(settings.data_dir),
+                      parser=downstream.parser, indexer=downstream.indexer)
+    queue = InProcessQueue(run_job, workers=settings.ingest_workers)
+    gateway = Gateway(downstream, jobs, queue)
+    server = ServiceServer("gateway", host=settings.host,
+                           port=settings.port_of(settings.gateway_grpc_addr) if grpc_port is None else grpc_port)
+    servicer.add_to(server, gateway)
+    server.add_closer(queue.close)
+    server.add_closer(jobs.close)
+    for client in downstream.all().values():
+        server.add_closer(client.close)
+    http = HttpServer(create_app(gateway), host=settings.host,
+                      port=settings.http_port if http_port is None else http_port)
+    return GatewayProcess(grpc=server, http=http, gateway=gateway)
+
+
+def main() -> None:
+    from shared.logs import configure_logging
+
+    settings = Settings.from_env()
+    configure_logging(settings.log_level)
+    process = build(settings)
+    process.start()
+    process.grpc.mark_serving()
+    run_until_signalled([process.grpc], on_stop=process.http.stop)
+
+
+if __name__ == "__main__":
+    main()

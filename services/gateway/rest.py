@@ -1,0 +1,120 @@
+"""REST front door of the gateway (FastAPI; OpenAPI at /docs).
+
+Responses are the protobuf messages rendered as JSON with their field names, so
+REST and gRPC callers see the same shapes; `stages` becomes a mapping
+name -> {ms, metadata}.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import grpc
+from fastapi import FastAPI, File, Form, Query, Request, UploadFile
+from fastapi.responses import JSONResponse
+from google.protobuf import json_format
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from pydantic import BaseModel, Field
+
+from services.gateway.gateway import Gateway
+from shared.contracts import gateway_pb2
+from shared.errors import RagkbError
+from shared.jobs import outcome_name
+
+
+def to_json(message) -> dict:
+    return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=True)
+
+
+def job_json(job: gateway_pb2.IngestJob) -> dict:
+    data = to_json(job)
+    data["state"] = gateway_pb2.JobState.Name(job.state).removeprefix("JOB_STATE_").lower()
+    data["outcome"] = outcome_name(job.outcome)
+    return data
+
+
+def query_json(response: gateway_pb2.QueryResponse) -> dict:
+    data = to_json(response)
+    data["stages"] = {s.name: {"ms": s.ms, "metadata": dict(s.metadata)} for s in response.stages}
+    return data
+
+
+class CreateKnowledgeBase(BaseModel):
+    name: str = Field(description="1-64 ASCII letters, digits, '-' or '_'")
+    description: str = ""
+    config_yaml: str = Field("", description="YAML overrides of the default knowledge-base config")
+
+
+class QueryBody(BaseModel):
+    query: str
+    namespaces: list[str] = Field(default_factory=list, description="empty = ['default']")
+    top_k: int = Field(0, ge=0, le=200)
+
+
+def create_app(gateway: Gateway) -> FastAPI:
+    app = FastAPI(title="ragkb gateway", version="1.0",
+                  description="Knowledge bases, ingestion jobs and cited answers.")
+
+    @app.exception_handler(RagkbError)
+    async def _ragkb_error(request: Request, error: RagkbError):
+        return JSONResponse(status_code=error.http_status,
+                            content={"error": {"type": type(error).__name__, "message": error.message,
+                                               "stage": error.stage}})
+
+    @app.get("/healthz")
+    def healthz():
+        """SERVING state of every downstream service; 503 unless all are serving."""
+        services = {name: _health(client.target) for name, client in gateway.downstream.all().items()}
+        ready = all(state == "SERVING" for state in services.values())
+        return JSONResponse(status_code=200 if ready else 503, content={"ready": ready, "services": services})
+
+    @app.post("/v1/knowledge-bases", status_code=201)
+    def create_kb(body: CreateKnowledgeBase):
+        return to_json(gateway.create_kb(body.name, body.description, body.config_yaml))
+
+    @app.get("/v1/knowledge-bases")
+    def list_kbs():
+        return {"knowledge_bases": [to_json(kb) for kb in gateway.list_kbs()]}
+
+    @app.get("/v1/knowledge-bases/{kb}")
+    def get_kb(kb: str):
+        return to_json(gateway.get_kb(kb))
+
+    @app.post("/v1/knowledge-bases/{kb}/documents", status_code=202)
+    async def upload(kb: str, file: Annotated[UploadFile, File()], namespace: Annotated[str, Form()] = "",
+                     doc_id: Annotated[str, Form()] = ""):
+        content = await file.read()
+        return job_json(gateway.ingest(kb, file.filename or "", content, namespace=namespace, doc_id=doc_id))
+
+    @app.get("/v1/knowledge-bases/{kb}/documents")
+    def list_documents(kb: str, namespace: str = ""):
+        return {"documents": [to_json(d) for d in gateway.list_documents(kb, namespace)]}
+
+    @app.delete("/v1/knowledge-bases/{kb}/documents/{doc_id:path}")
+    def delete_document(kb: str, doc_id: str, namespace: Annotated[str, Query()] = ""):
+        return to_json(gateway.delete_document(kb, doc_id, namespace))
+
+    @app.get("/v1/knowledge-bases/{kb}/jobs")
+    def list_jobs(kb: str):
+        return {"jobs": [job_json(j) for j in gateway.list_jobs(kb)]}
+
+    @app.get("/v1/jobs/{job_id}")
+    def get_job(job_id: str):
+        return job_json(gateway.get_job(job_id))
+
+    @app.post("/v1/knowledge-bases/{kb}/query")
+    def query(kb: str, body: QueryBody):
+        request = gateway_pb2.QueryRequest(kb=kb, query=body.query, namespaces=body.namespaces, top_k=body.top_k)
+        return query_json(gateway.query(request))
+
+    return app
+
+
+def _health(target: str) -> str:
+    try:
+        with grpc.insecure_channel(target) as channel:
+            response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+    except grpc.RpcError as error:
+        return f"UNREACHABLE ({error.code().name})"

@@ -1,0 +1,39 @@
+"""gRPC front door of the gateway."""
+
+from __future__ import annotations
+
+from services.gateway.gateway import Gateway
+from shared.contracts import gateway_pb2_grpc, indexer_pb2
+
+SERVICE_NAME = "ragkb.v1.GatewayService"
+
+
+class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
+    def __init__(self, gateway: Gateway):
+        self._gateway = gateway
+
+    def CreateKnowledgeBase(self, request, context):
+        return self._gateway.create_kb(request.name, request.description, request.config_yaml)
+
+    def ListKnowledgeBases(self, request, context):
+        return indexer_pb2.ListKnowledgeBasesResponse(knowledge_bases=self._gateway.list_kbs())
+
+    def IngestDocument(self, request, context):
+        return self._gateway.ingest(request.kb, request.filename, request.content, namespace=request.namespace,
+                                    doc_id=request.doc_id, metadata=dict(request.metadata))
+
+    def GetJob(self, request, context):
+        return self._gateway.get_job(request.job_id)
+
+    def DeleteDocument(self, request, context):
+        return self._gateway.delete_document(request.kb, request.doc_id, request.namespace)
+
+    def ListDocuments(self, request, context):
+        return indexer_pb2.ListDocumentsResponse(documents=self._gateway.list_documents(request.kb, request.namespace))
+
+    def Query(self, request, context):
+        return self._gateway.query(request)
+
+
+def add_to(server, gateway: Gateway) -> None:
+    server.add(gateway_pb2_grpc.add_GatewayServiceServicer_to_server, GatewayServicer(gateway), SERVICE_NAME)

@@ -1,0 +1,106 @@
+"""Extractive generator: the answer is the source sentences that best match the question.
+
+Runs offline with no model. Each picked sentence keeps the [n] of the source it
+came from, so every claim is literally supported by its cited chunk. When no
+sentence shares a content word with the question, it refuses instead of
+guessing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from shared import registry
+from shared.config import GeneratorConfig
+from shared.contracts import chunk_pb2
+from shared.text import analyze, detect_language, query_terms, split_sentences
+
+_TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
+
+
+@dataclass
+class Draft:
+    answer: str
+    refused: bool
+    generator: str
+
+
+def _stem(token: str) -> str:
+    """A light English stemmer, enough to match 'charging' with 'charge' inside one answer."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(token) > len(suffix) + 3 and token.endswith(suffix):
+            return token[: -len(suffix)]
+    return token
+
+
+def _terms(text: str) -> set[str]:
+    return {_stem(t) for t in analyze(text)}
+
+
+def source_sentences(chunk: chunk_pb2.KnowledgeChunk) -> list[str]:
+    """Sentences of a chunk; table rows and list items count as sentences of their own."""
+    sentences = []
+    for line in chunk.raw_content.split("\n"):
+        line = line.strip()
+        if not line or _TABLE_RULE.match(line):
+            continue
+        sentences.extend(split_sentences(line))
+    return sentences
+
+
+class ExtractiveGenerator:
+    name = "extractive"
+
+    def __init__(self, config: GeneratorConfig):
+        self._config = config
+
+    def generate(self, query: str, sources: list[chunk_pb2.Candidate]) -> Draft:
+        wanted = {_stem(t) for t in query_terms(query)}
+        language = detect_language(query)
+        refusal = self._config.refusal_zh if language == "zh" else self._config.refusal_en
+        if not sources or not wanted:
+            return Draft(refusal, True, self.name)
+        scored: list[tuple[float, int, int, str]] = []
+        per_sentence_terms: list[tuple[int, int, str, set[str], set[str]]] = []
+        document_frequency: Counter[str] = Counter()
+        for number, candidate in enumerate(sources, start=1):
+            heading_terms = _terms(" ".join(candidate.chunk.heading_path))
+            for order, sentence in enumerate(source_sentences(candidate.chunk)):
+                terms = _terms(sentence)
+                document_frequency.update(terms & wanted)
+                per_sentence_terms.append((number, order, sentence, terms, heading_terms))
+        total = max(1, len(per_sentence_terms))
+        for number, order, sentence, terms, heading_terms in per_sentence_terms:
+            idf = lambda t: math.log(1 + total / (1 + document_frequency[t]))  # noqa: E731
+            overlap = sum(idf(t) for t in terms & wanted)
+            if overlap <= 0 or sentence.rstrip().endswith(("?", "？")):  # a question is not an answer
+                continue
+            score = overlap + 0.3 * sum(idf(t) for t in (heading_terms & wanted) - terms) + 0.5 / number
+            scored.append((score, number, order, sentence))
+        if not scored:
+            return Draft(refusal, True, self.name)
+        best = sorted(scored, key=lambda s: (-s[0], s[1], s[2]))
+        picked: list[tuple[int, int, str]] = []
+        seen_text: set[str] = set()
+        top_score = best[0][0]
+        for score, number, order, sentence in best:
+            if len(picked) >= self._config.max_sentences or score < 0.5 * top_score:
+                break
+            key = sentence.lower()
+            if key in seen_text:
+                continue
+            seen_text.add(key)
+            picked.append((number, order, sentence))
+        # present in source order so the answer reads like the documents
+        picked.sort(key=lambda p: (p[0], p[1]))
+        separator = "" if language == "zh" else " "
+        answer = separator.join(f"{sentence} [{number}]" for number, _, sentence in picked)
+        return Draft(answer, False, self.name)
+
+
+@registry.register("generator", "extractive")
+def _extractive(config: GeneratorConfig) -> ExtractiveGenerator:
+    return ExtractiveGenerator(config)

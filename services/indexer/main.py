@@ -1,0 +1,27 @@
+"""Run the indexer service as its own process: `python -m services.indexer.main`."""
+
+from __future__ import annotations
+
+from services.indexer import servicer
+from services.indexer.indexer import Indexer
+from services.indexer.registry import DocumentRegistry
+from shared.config import Settings
+from shared.kb import KnowledgeBaseCatalog
+from shared.server import ServiceServer, run_service
+
+
+def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
+    catalog = KnowledgeBaseCatalog(settings.data_dir)
+    registry = DocumentRegistry(settings.data_dir / "registry.sqlite")
+    indexer = Indexer(settings, catalog, registry)
+    server = ServiceServer("indexer", host=settings.host,
+                           port=settings.port_of(settings.indexer_addr) if port is None else port)
+    servicer.add_to(server, indexer, catalog, registry)
+    # open every knowledge base's stores (loads the embedder, checks dimensions) before serving
+    server.add_warm_up(lambda: [indexer.open_stores(catalog.get(name)) for name in catalog.names()])
+    server.add_closer(registry.close)
+    return server
+
+
+if __name__ == "__main__":
+    run_service(build)

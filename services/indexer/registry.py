@@ -1,0 +1,118 @@
+"""The document registry: doc id -> version, content hash, chunk ids, status.
+
+It is the indexer's memory of what each store should hold, so re-ingestion can
+skip unchanged documents and replace changed ones without orphans, and it
+survives restarts (SQLite under the data directory).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    kb TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    chunk_ids TEXT NOT NULL,
+    status TEXT NOT NULL,
+    source_uri TEXT NOT NULL DEFAULT '',
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (kb, namespace, doc_id)
+);
+CREATE TABLE IF NOT EXISTS kb_models (
+    kb TEXT PRIMARY KEY,
+    model_id TEXT NOT NULL,
+    dimension INTEGER NOT NULL
+);
+"""
+
+INDEXED = "indexed"
+INDEXING = "indexing"
+
+
+@dataclass(frozen=True)
+class DocumentEntry:
+    kb: str
+    namespace: str
+    doc_id: str
+    version: int
+    content_hash: str
+    chunk_ids: tuple[str, ...]
+    status: str
+    source_uri: str
+    updated_at: str
+
+
+class DocumentRegistry:
+    def __init__(self, path: Path):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+
+    def get(self, kb: str, namespace: str, doc_id: str) -> DocumentEntry | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT kb, namespace, doc_id, version, content_hash, chunk_ids, status, source_uri, updated_at "
+                "FROM documents WHERE kb = ? AND namespace = ? AND doc_id = ?", (kb, namespace, doc_id)
+            ).fetchone()
+        return _entry(row) if row else None
+
+    def put(self, kb: str, namespace: str, doc_id: str, *, version: int, content_hash: str, chunk_ids: list[str],
+            status: str, source_uri: str) -> None:
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(kb, namespace, doc_id) DO UPDATE "
+                "SET version=excluded.version, content_hash=excluded.content_hash, chunk_ids=excluded.chunk_ids, "
+                "status=excluded.status, source_uri=excluded.source_uri, updated_at=excluded.updated_at",
+                (kb, namespace, doc_id, version, content_hash, json.dumps(chunk_ids), status, source_uri, now),
+            )
+
+    def delete(self, kb: str, namespace: str, doc_id: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM documents WHERE kb = ? AND namespace = ? AND doc_id = ?",
+                             (kb, namespace, doc_id))
+
+    def list(self, kb: str, namespace: str = "") -> list[DocumentEntry]:
+        sql = ("SELECT kb, namespace, doc_id, version, content_hash, chunk_ids, status, source_uri, updated_at "
+               "FROM documents WHERE kb = ?")
+        params: tuple = (kb,)
+        if namespace:
+            sql += " AND namespace = ?"
+            params += (namespace,)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY namespace, doc_id", params).fetchall()
+        return [_entry(r) for r in rows]
+
+    def counts(self, kb: str) -> tuple[int, int]:
+        """(documents, chunks) recorded for a KB."""
+        docs = self.list(kb)
+        return len(docs), sum(len(d.chunk_ids) for d in docs)
+
+    def model_of(self, kb: str) -> tuple[str, int] | None:
+        with self._lock:
+            row = self._db.execute("SELECT model_id, dimension FROM kb_models WHERE kb = ?", (kb,)).fetchone()
+        return (row[0], int(row[1])) if row else None
+
+    def record_model(self, kb: str, model_id: str, dimension: int) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO kb_models VALUES (?, ?, ?)", (kb, model_id, dimension))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _entry(row) -> DocumentEntry:
+    return DocumentEntry(kb=row[0], namespace=row[1], doc_id=row[2], version=int(row[3]), content_hash=row[4],
+                         chunk_ids=tuple(json.loads(row[5])), status=row[6], source_uri=row[7], updated_at=row[8])

@@ -1,0 +1,29 @@
+"""gRPC servicer for the retriever."""
+
+from __future__ import annotations
+
+from services.retriever.retriever import Retriever
+from shared.contracts import chunk_pb2, retriever_pb2, retriever_pb2_grpc
+from shared.errors import InvalidArgument
+
+SERVICE_NAME = "ragkb.v1.RetrieverService"
+
+
+class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
+    def __init__(self, retriever: Retriever):
+        self._retriever = retriever
+
+    def Retrieve(self, request: retriever_pb2.RetrieveRequest, context) -> retriever_pb2.RetrieveResponse:
+        if not request.query.strip():
+            raise InvalidArgument("query is empty")
+        result = self._retriever.retrieve(request.kb, request.query, request.filter, top_k=request.top_k,
+                                          candidate_depth=request.candidate_depth)
+        return retriever_pb2.RetrieveResponse(
+            candidates=result.candidates, bm25=result.bm25, dense=result.dense, degraded=result.degraded,
+            weights=result.weights, query_language=result.language,
+            stages=[chunk_pb2.StageReport(name=name, ms=ms) for name, ms in result.stages.items()],
+        )
+
+
+def add_to(server, retriever: Retriever) -> None:
+    server.add(retriever_pb2_grpc.add_RetrieverServiceServicer_to_server, RetrieverServicer(retriever), SERVICE_NAME)

@@ -1,0 +1,1 @@
+"""ragkb's common code: contracts, configuration, registry, server helper, clients, stores."""

@@ -1,0 +1,164 @@
+"""One typed client per service: a deadline on every call, retries only where safe.
+
+Errors come back as the project's exceptions (`shared.errors`), carrying the
+server's message, so callers never handle raw `grpc.RpcError`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+
+from shared.contracts import (
+    chunk_pb2,
+    gateway_pb2,
+    gateway_pb2_grpc,
+    generator_pb2,
+    generator_pb2_grpc,
+    indexer_pb2,
+    indexer_pb2_grpc,
+    parser_pb2,
+    parser_pb2_grpc,
+    reranker_pb2,
+    reranker_pb2_grpc,
+    retriever_pb2,
+    retriever_pb2_grpc,
+)
+from shared.errors import from_rpc_error
+from shared.server import MAX_MESSAGE_BYTES
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+RETRY_ATTEMPTS = 3
+RETRY_BACKOFF_S = 0.2
+
+
+class _ServiceClient:
+    """Channel + stub + call wrapper shared by the typed clients."""
+
+    service = ""
+    stub_class: type = object
+
+    def __init__(self, target: str, *, timeout_s: float = 30.0):
+        self.target = target
+        self.timeout_s = timeout_s
+        self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self._stub = self.stub_class(self._channel)
+
+    def _call(self, method: str, request, *, timeout_s: float | None = None, idempotent: bool = False):
+        """Call with a deadline; retry with backoff on UNAVAILABLE when the call is idempotent."""
+        attempts = RETRY_ATTEMPTS if idempotent else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return getattr(self._stub, method)(request, timeout=timeout_s or self.timeout_s)
+            except grpc.RpcError as error:
+                if idempotent and error.code() == grpc.StatusCode.UNAVAILABLE and attempt < attempts:
+                    time.sleep(RETRY_BACKOFF_S * 2 ** (attempt - 1))
+                    continue
+                raise from_rpc_error(error, service=self.service) from None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class ParserClient(_ServiceClient):
+    service = "parser"
+    stub_class = parser_pb2_grpc.ParserServiceStub
+
+    def parse(self, request: parser_pb2.ParseRequest, *, timeout_s: float | None = None) -> parser_pb2.ParseResponse:
+        return self._call("Parse", request, timeout_s=timeout_s, idempotent=True)
+
+    def supported_types(self) -> list[str]:
+        return list(self._call("SupportedTypes", parser_pb2.SupportedTypesRequest(), idempotent=True).extensions)
+
+
+class IndexerClient(_ServiceClient):
+    service = "indexer"
+    stub_class = indexer_pb2_grpc.IndexerServiceStub
+
+    def create_kb(self, name: str, *, description: str = "", config_yaml: str = "") -> indexer_pb2.KnowledgeBase:
+        request = indexer_pb2.CreateKnowledgeBaseRequest(name=name, description=description, config_yaml=config_yaml)
+        return self._call("CreateKnowledgeBase", request)
+
+    def get_kb(self, name: str) -> indexer_pb2.KnowledgeBase:
+        return self._call("GetKnowledgeBase", indexer_pb2.GetKnowledgeBaseRequest(name=name), idempotent=True)
+
+    def list_kbs(self) -> list[indexer_pb2.KnowledgeBase]:
+        response = self._call("ListKnowledgeBases", indexer_pb2.ListKnowledgeBasesRequest(), idempotent=True)
+        return list(response.knowledge_bases)
+
+    def index_document(self, request: indexer_pb2.IndexDocumentRequest, *,
+                       timeout_s: float | None = None) -> indexer_pb2.IndexDocumentResponse:
+        # Idempotent by design: stable chunk ids and the content-hash check make a replay a no-op.
+        return self._call("IndexDocument", request, timeout_s=timeout_s, idempotent=True)
+
+    def delete_document(self, kb: str, namespace: str, doc_id: str) -> indexer_pb2.DeleteDocumentResponse:
+        request = indexer_pb2.DeleteDocumentRequest(kb=kb, namespace=namespace, doc_id=doc_id)
+        return self._call("DeleteDocument", request, idempotent=True)
+
+    def list_documents(self, kb: str, namespace: str = "") -> list[indexer_pb2.DocumentRecord]:
+        request = indexer_pb2.ListDocumentsRequest(kb=kb, namespace=namespace)
+        return list(self._call("ListDocuments", request, idempotent=True).documents)
+
+
+class RetrieverClient(_ServiceClient):
+    service = "retriever"
+    stub_class = retriever_pb2_grpc.RetrieverServiceStub
+
+    def retrieve(self, request: retriever_pb2.RetrieveRequest, *,
+                 timeout_s: float | None = None) -> retriever_pb2.RetrieveResponse:
+        return self._call("Retrieve", request, timeout_s=timeout_s, idempotent=True)
+
+
+class RerankerClient(_ServiceClient):
+    service = "reranker"
+    stub_class = reranker_pb2_grpc.RerankerServiceStub
+
+    def rerank(self, kb: str, query: str, candidates: list[chunk_pb2.Candidate], *, top_n: int = 0,
+               timeout_s: float | None = None) -> reranker_pb2.RerankResponse:
+        request = reranker_pb2.RerankRequest(kb=kb, query=query, candidates=candidates, top_n=top_n)
+        return self._call("Rerank", request, timeout_s=timeout_s, idempotent=True)
+
+
+class GeneratorClient(_ServiceClient):
+    service = "generator"
+    stub_class = generator_pb2_grpc.GeneratorServiceStub
+
+    def generate(self, kb: str, query: str, sources: list[chunk_pb2.Candidate], *,
+                 timeout_s: float | None = None) -> generator_pb2.GenerateResponse:
+        request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources)
+        return self._call("Generate", request, timeout_s=timeout_s, idempotent=True)
+
+
+class GatewayClient(_ServiceClient):
+    service = "gateway"
+    stub_class = gateway_pb2_grpc.GatewayServiceStub
+
+    def create_kb(self, name: str, *, description: str = "", config_yaml: str = "") -> indexer_pb2.KnowledgeBase:
+        request = indexer_pb2.CreateKnowledgeBaseRequest(name=name, description=description, config_yaml=config_yaml)
+        return self._call("CreateKnowledgeBase", request)
+
+    def list_kbs(self) -> list[indexer_pb2.KnowledgeBase]:
+        return list(self._call("ListKnowledgeBases", indexer_pb2.ListKnowledgeBasesRequest(),
+                               idempotent=True).knowledge_bases)
+
+    def ingest(self, request: gateway_pb2.IngestDocumentRequest) -> gateway_pb2.IngestJob:
+        return self._call("IngestDocument", request)
+
+    def get_job(self, job_id: str) -> gateway_pb2.IngestJob:
+        return self._call("GetJob", gateway_pb2.GetJobRequest(job_id=job_id), idempotent=True)
+
+    def delete_document(self, kb: str, namespace: str, doc_id: str) -> indexer_pb2.DeleteDocumentResponse:
+        request = indexer_pb2.DeleteDocumentRequest(kb=kb, namespace=namespace, doc_id=doc_id)
+        return self._call("DeleteDocument", request, idempotent=True)
+
+    def list_documents(self, kb: str, namespace: str = "") -> list[indexer_pb2.DocumentRecord]:
+        request = indexer_pb2.ListDocumentsRequest(kb=kb, namespace=namespace)
+        return list(self._call("ListDocuments", request, idempotent=True).documents)
+
+    def query(self, request: gateway_pb2.QueryRequest, *, timeout_s: float | None = None) -> gateway_pb2.QueryResponse:
+        return self._call("Query", request, timeout_s=timeout_s, idempotent=True)

@@ -1,0 +1,60 @@
+from shared.contracts.ragkb.v1 import chunk_pb2 as _chunk_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class GenerateRequest(_message.Message):
+    __slots__ = ("kb", "query", "sources")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    query: str
+    sources: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
+    def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ...) -> None: ...
+
+class Citation(_message.Message):
+    __slots__ = ("number", "chunk_id", "doc_id", "heading_path", "source_uri", "quote")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    DOC_ID_FIELD_NUMBER: _ClassVar[int]
+    HEADING_PATH_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    QUOTE_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    chunk_id: str
+    doc_id: str
+    heading_path: _containers.RepeatedScalarFieldContainer[str]
+    source_uri: str
+    quote: str
+    def __init__(self, number: _Optional[int] = ..., chunk_id: _Optional[str] = ..., doc_id: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., source_uri: _Optional[str] = ..., quote: _Optional[str] = ...) -> None: ...
+
+class CitationIssue(_message.Message):
+    __slots__ = ("marker", "reason", "action")
+    MARKER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    marker: str
+    reason: str
+    action: str
+    def __init__(self, marker: _Optional[str] = ..., reason: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
+
+class GenerateResponse(_message.Message):
+    __slots__ = ("answer", "citations", "citation_issues", "refused", "generator", "stages")
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    CITATION_ISSUES_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    GENERATOR_FIELD_NUMBER: _ClassVar[int]
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    answer: str
+    citations: _containers.RepeatedCompositeFieldContainer[Citation]
+    citation_issues: _containers.RepeatedCompositeFieldContainer[CitationIssue]
+    refused: bool
+    generator: str
+    stages: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.StageReport]
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., citation_issues: _Optional[_Iterable[_Union[CitationIssue, _Mapping]]] = ..., refused: bool = ..., generator: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ...) -> None: ...

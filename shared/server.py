@@ -1,0 +1,192 @@
+"""The one gRPC server helper every service uses.
+
+It provides: the standard health service with real state (NOT_SERVING until the
+service says it is ready, NOT_SERVING again as soon as shutdown starts), server
+reflection, an interceptor that logs each call, rejects calls whose deadline has
+already passed and turns the project's exceptions into gRPC status codes, and a
+graceful stop on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from concurrent import futures
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from shared.errors import ERROR_KIND_KEY, RagkbError
+
+log = logging.getLogger("ragkb.server")
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+SERVER_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+
+
+class ServiceInterceptor(grpc.ServerInterceptor):
+    """Logging, deadline and error translation for unary calls."""
+
+    def __init__(self, service_name: str):
+        self._service_name = service_name
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        method = handler_call_details.method
+        inner = handler.unary_unary
+
+        def wrapped(request, context: grpc.ServicerContext):
+            started = time.perf_counter()
+            remaining = context.time_remaining()
+            if remaining is not None and remaining <= 0:
+                context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"{method}: deadline passed before the call started")
+            code = grpc.StatusCode.OK
+            try:
+                return inner(request, context)
+            except RagkbError as error:
+                code = error.code
+                context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
+                context.abort(error.code, str(error))
+            except Exception as error:  # grpc's own abort raises a bare Exception too
+                if context.code() not in (None, grpc.StatusCode.OK):
+                    code = context.code()
+                    raise
+                code = grpc.StatusCode.INTERNAL
+                log.error("%s failed: %s", method, traceback.format_exc())
+                context.abort(grpc.StatusCode.INTERNAL, f"{method}: {type(error).__name__}: {error}")
+            finally:
+                log.info(
+                    "rpc", extra={"service": self._service_name, "method": method, "code": code.name,
+                                  "ms": round((time.perf_counter() - started) * 1000, 2)},
+                )
+
+        return grpc.unary_unary_rpc_method_handler(
+            wrapped,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+class ServiceServer:
+    """A gRPC server for one service, with health, reflection and graceful stop.
+
+    Usage: add servicers, `start()`, finish warm-up (load models, open stores),
+    then `mark_serving()`. Health stays NOT_SERVING until then.
+    """
+
+    def __init__(self, name: str, *, host: str = "127.0.0.1", port: int = 0, max_workers: int = 16,
+                 grace_s: float = 5.0):
+        self.name = name
+        self._host = host
+        self._requested_port = port
+        self._grace_s = grace_s
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-rpc"),
+            interceptors=[ServiceInterceptor(name)],
+            options=SERVER_OPTIONS,
+        )
+        self._health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        self._service_names: list[str] = []
+        self.port: int | None = None
+        self._stopped = threading.Event()
+        self._warm_ups: list[Callable[[], None]] = []
+        self._closers: list[Callable[[], None]] = []
+
+    @property
+    def address(self) -> str:
+        if self.port is None:
+            raise RuntimeError(f"{self.name}: server not started")
+        return f"{self._host}:{self.port}"
+
+    def add(self, register: Callable[[Any, grpc.Server], None], servicer: Any, full_name: str) -> None:
+        """Register a servicer, e.g. `add(add_ParserServiceServicer_to_server, impl, "ragkb.v1.ParserService")`."""
+        register(servicer, self._server)
+        self._service_names.append(full_name)
+
+    def add_warm_up(self, step: Callable[[], None]) -> None:
+        """Work to finish after start and before SERVING (load models, open stores)."""
+        self._warm_ups.append(step)
+
+    def add_closer(self, close: Callable[[], None]) -> None:
+        """Resources to release after the server has stopped (databases, pools)."""
+        self._closers.append(close)
+
+    def warm_up(self) -> None:
+        for step in self._warm_ups:
+            step()
+
+    def start(self) -> int:
+        names = [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
+        reflection.enable_server_reflection(names, self._server)
+        self._set_status(health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.port = self._server.add_insecure_port(f"{self._host}:{self._requested_port}")
+        if self.port == 0:
+            raise RuntimeError(f"{self.name}: could not bind {self._host}:{self._requested_port}")
+        self._server.start()
+        log.info("%s listening on %s", self.name, self.address)
+        return self.port
+
+    def mark_serving(self) -> None:
+        self._set_status(health_pb2.HealthCheckResponse.SERVING)
+
+    def stop(self, grace_s: float | None = None) -> None:
+        """Flip health to NOT_SERVING first, so balancers drain, then stop accepting calls."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self._health.enter_graceful_shutdown()
+        self._server.stop(self._grace_s if grace_s is None else grace_s).wait()
+        for close in self._closers:
+            close()
+        log.info("%s stopped", self.name)
+
+    def wait(self) -> None:
+        self._server.wait_for_termination()
+
+    def _set_status(self, status: int) -> None:
+        self._health.set("", status)
+        for name in self._service_names:
+            self._health.set(name, status)
+
+
+def run_until_signalled(servers: list[ServiceServer], on_stop: Callable[[], None] | None = None) -> None:
+    """Block until SIGTERM/SIGINT, then stop every server gracefully (main thread only)."""
+    done = threading.Event()
+
+    def handle(signum, _frame):
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        done.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    done.wait()
+    for server in servers:
+        server.stop()
+    if on_stop:
+        on_stop()
+
+
+def run_service(build: Callable[..., ServiceServer]) -> None:
+    """Entry point of a one-service process: settings from env, start, warm up, serve until SIGTERM."""
+    from shared.config import Settings
+    from shared.logs import configure_logging
+
+    settings = Settings.from_env()
+    configure_logging(settings.log_level)
+    server = build(settings)
+    server.start()
+    server.warm_up()
+    server.mark_serving()
+    run_until_signalled([server])

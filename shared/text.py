@@ -18,7 +18,8 @@ Analyzer = Literal["jieba", "char"]
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
-_TOKEN = re.compile(f"[{_CJK}]+|[^\\W_]+(?:['.][^\\W_]+)*", re.UNICODE)
+_WORD_CHAR = f"(?:(?![{_CJK}])[^\\W_])"  # a letter or digit that is not CJK
+_TOKEN = re.compile(f"[{_CJK}]+|{_WORD_CHAR}+(?:['.]{_WORD_CHAR}+)*", re.UNICODE)
 _CJK_CHAR = re.compile(f"[{_CJK}]")
 _LATIN_LETTER = re.compile(r"[A-Za-z\u00c0-\u024f]")
 

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import grpc
 from fastapi import FastAPI, File, Form, Query, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -61,6 +62,12 @@ def create_app(gateway: Gateway) -> FastAPI:
         return JSONResponse(status_code=error.http_status,
                             content={"error": {"type": type(error).__name__, "message": error.message,
                                                "stage": error.stage}})
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, error: RequestValidationError):
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        return JSONResponse(status_code=400, content={"error": {"type": "InvalidArgument", "message": problems,
+                                                                "stage": None}})
 
     @app.get("/healthz")
     def healthz():

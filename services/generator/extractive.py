@@ -51,6 +51,15 @@ def source_sentences(chunk: chunk_pb2.KnowledgeChunk) -> list[str]:
     return sentences
 
 
+def cite(sentence: str, number: int, language: str) -> str:
+    """Put the marker inside the sentence, before its closing punctuation: 'It takes 45 min [1].'"""
+    body = sentence.rstrip()
+    end = body[-1] if body and body[-1] in ".!?;。！？；" else ""
+    body = body[:-1].rstrip() if end else body
+    space = "" if language == "zh" else " "
+    return f"{body}{space}[{number}]{end}"
+
+
 class ExtractiveGenerator:
     name = "extractive"
 
@@ -97,7 +106,7 @@ class ExtractiveGenerator:
         # present in source order so the answer reads like the documents
         picked.sort(key=lambda p: (p[0], p[1]))
         separator = "" if language == "zh" else " "
-        answer = separator.join(f"{sentence} [{number}]" for number, _, sentence in picked)
+        answer = separator.join(cite(sentence, number, language) for number, _, sentence in picked)
         return Draft(answer, False, self.name)
 
 

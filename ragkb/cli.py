@@ -1,0 +1,262 @@
+"""`ragkb` command line: run the embedded stack, ingest folders, ask questions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from tqdm import tqdm
+
+from ragkb.client import RagkbApiError, RagkbClient, iter_files
+from shared.config import Settings
+
+
+def _settings() -> Settings:
+    return Settings.from_env()
+
+
+def _pid_file(settings: Settings) -> Path:
+    return settings.data_dir / "ragkb.pid"
+
+
+def _running_pid(settings: Settings) -> int | None:
+    try:
+        pid = int(_pid_file(settings).read_text())
+        os.kill(pid, 0)
+        return pid
+    except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+        return None
+
+
+def cmd_up(args) -> int:
+    settings = _settings()
+    client = RagkbClient(args.url)
+    if _running_pid(settings):
+        print(f"ragkb is already running (pid {_running_pid(settings)}) at {client.base_url}")
+        return 0
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if args.foreground:
+        from ragkb.embedded import main as run_embedded
+
+        run_embedded()
+        return 0
+    log_path = settings.data_dir / "ragkb.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen([sys.executable, "-m", "ragkb.embedded"], stdout=log, stderr=log,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    _pid_file(settings).write_text(str(process.pid))
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            print(f"ragkb failed to start (exit {process.returncode}); last log lines from {log_path}:",
+                  file=sys.stderr)
+            print("\n".join(log_path.read_text(errors="replace").splitlines()[-20:]), file=sys.stderr)
+            return 1
+        try:
+            if client.health().get("ready"):
+                print(f"ragkb is up (pid {process.pid}): REST {client.base_url}, data in {settings.data_dir}")
+                return 0
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    print(f"ragkb did not become ready within {args.timeout}s; see {log_path}", file=sys.stderr)
+    return 1
+
+
+def cmd_down(args) -> int:
+    settings = _settings()
+    pid = _running_pid(settings)
+    if pid is None:
+        print("ragkb is not running")
+        return 0
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(300):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+    _pid_file(settings).unlink(missing_ok=True)
+    print(f"ragkb stopped (pid {pid})")
+    return 0
+
+
+def cmd_status(args) -> int:
+    client = RagkbClient(args.url)
+    try:
+        health = client.health()
+    except httpx.TransportError:
+        print(f"ragkb is not reachable at {client.base_url}")
+        return 1
+    print(f"gateway {client.base_url}: {'ready' if health['ready'] else 'NOT ready'}")
+    for name, state in health["services"].items():
+        print(f"  {name:<10} {state}")
+    for kb in client.list_kbs() if health["ready"] else []:
+        print(f"  kb {kb['name']}: {kb['document_count']} documents, {kb['chunk_count']} chunks "
+              f"({kb['embedding_model']})")
+    return 0 if health["ready"] else 1
+
+
+def cmd_kb_create(args) -> int:
+    config = Path(args.config).read_text(encoding="utf-8") if args.config else ""
+    kb = RagkbClient(args.url).create_kb(args.name, description=args.description, config_yaml=config)
+    print(f"created knowledge base {kb['name']} ({kb['embedding_model']})")
+    return 0
+
+
+def cmd_kb_list(args) -> int:
+    for kb in RagkbClient(args.url).list_kbs():
+        print(f"{kb['name']}\t{kb['document_count']} documents\t{kb['chunk_count']} chunks\t{kb['description']}")
+    return 0
+
+
+def cmd_ingest(args) -> int:
+    client = RagkbClient(args.url)
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        print(f"no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        client.get_kb(args.kb)
+    except RagkbApiError as error:
+        if error.status != 404 or args.no_create:
+            raise
+        client.create_kb(args.kb)
+        print(f"created knowledge base {args.kb}")
+    files = [entry for path in args.paths for entry in iter_files(Path(path))]
+    failures: list[tuple[str, str]] = []
+    outcomes: dict[str, int] = {}
+    jobs = []
+    with tqdm(total=len(files), desc=f"ingest -> {args.kb}", unit="file") as bar:
+        for path, name in files:
+            try:
+                jobs.append(client.upload(args.kb, name, path.read_bytes(), namespace=args.namespace)["job_id"])
+            except RagkbApiError as error:
+                failures.append((name, error.message))
+                bar.update(1)
+
+        def finished(job: dict) -> None:
+            if job["state"] == "done":
+                outcomes[job["outcome"]] = outcomes.get(job["outcome"], 0) + 1
+            else:
+                failures.append((job["filename"], job["error"] or job["state"]))
+            bar.set_postfix_str(job["filename"][-40:])
+            bar.update(1)
+
+        client.wait(jobs, on_final=finished)
+    done = sum(outcomes.values())
+    print(f"{done} ingested ({', '.join(f'{n} {k}' for k, n in sorted(outcomes.items())) or 'none'}), "
+          f"{len(failures)} failed")
+    for name, reason in failures:
+        print(f"  FAILED {name}: {reason}")
+    return 1 if failures and not done else 0
+
+
+def cmd_ask(args) -> int:
+    result = RagkbClient(args.url).query(args.kb, args.question, namespaces=args.namespace or None, top_k=args.top_k)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return 0
+    print(result["answer"])
+    if result["citations"]:
+        print("\nSources:")
+        shown = set()
+        for citation in result["citations"]:
+            if citation["number"] in shown:
+                continue
+            shown.add(citation["number"])
+            path = " > ".join(citation["heading_path"]) or "(no heading)"
+            print(f"  [{citation['number']}] {citation['doc_id']} — {path}")
+    for issue in result["citation_issues"]:
+        print(f"  citation {issue['marker']}: {issue['reason']} ({issue['action']})")
+    if result["degraded"]:
+        print(f"\nDegraded routes: {', '.join(result['degraded'])}")
+    timings = ", ".join(f"{name} {stage['ms']:.1f} ms" for name, stage in result["stages"].items())
+    print(f"\nStages: {timings}")
+    return 0
+
+
+def cmd_docs_list(args) -> int:
+    for doc in RagkbClient(args.url).list_documents(args.kb, args.namespace):
+        print(f"{doc['namespace']}\t{doc['doc_id']}\tv{doc['version']}\t{doc['chunk_count']} chunks\t{doc['updated_at']}")
+    return 0
+
+
+def cmd_docs_delete(args) -> int:
+    result = RagkbClient(args.url).delete_document(args.kb, args.doc_id, namespace=args.namespace)
+    print(f"deleted {args.doc_id}: {result['chunks_deleted']} chunks removed")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragkb", description="RAG knowledge infrastructure")
+    parser.add_argument("--url", default=None, help="gateway REST URL (default $RAGKB_URL or http://127.0.0.1:8780)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    up = commands.add_parser("up", help="start the embedded stack in the background")
+    up.add_argument("--foreground", action="store_true", help="run in this terminal until Ctrl-C")
+    up.add_argument("--timeout", type=float, default=300, help="seconds to wait for readiness")
+    up.set_defaults(func=cmd_up)
+    commands.add_parser("down", help="stop the embedded stack").set_defaults(func=cmd_down)
+    commands.add_parser("status", help="health of every service and the knowledge bases").set_defaults(
+        func=cmd_status)
+
+    kb = commands.add_parser("kb", help="knowledge bases").add_subparsers(dest="kb_command", required=True)
+    create = kb.add_parser("create", help="create a knowledge base")
+    create.add_argument("name")
+    create.add_argument("--description", default="")
+    create.add_argument("--config", help="YAML file with config overrides")
+    create.set_defaults(func=cmd_kb_create)
+    kb.add_parser("list", help="list knowledge bases").set_defaults(func=cmd_kb_list)
+
+    ingest = commands.add_parser("ingest", help="ingest files or folders (recursive)")
+    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    ingest.add_argument("--kb", required=True)
+    ingest.add_argument("--namespace", default="")
+    ingest.add_argument("--no-create", action="store_true", help="fail if the knowledge base does not exist")
+    ingest.set_defaults(func=cmd_ingest)
+
+    ask = commands.add_parser("ask", help="ask a question; prints the cited answer")
+    ask.add_argument("question")
+    ask.add_argument("--kb", required=True)
+    ask.add_argument("--namespace", action="append", help="namespace to search (repeatable)")
+    ask.add_argument("--top-k", type=int, default=0)
+    ask.add_argument("--json", action="store_true", help="print the full response")
+    ask.set_defaults(func=cmd_ask)
+
+    docs = commands.add_parser("docs", help="documents").add_subparsers(dest="docs_command", required=True)
+    listing = docs.add_parser("list")
+    listing.add_argument("--kb", required=True)
+    listing.add_argument("--namespace", default="")
+    listing.set_defaults(func=cmd_docs_list)
+    delete = docs.add_parser("delete")
+    delete.add_argument("doc_id")
+    delete.add_argument("--kb", required=True)
+    delete.add_argument("--namespace", default="")
+    delete.set_defaults(func=cmd_docs_delete)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except RagkbApiError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except httpx.TransportError as error:
+        print(f"error: cannot reach the gateway ({error}); is `ragkb up` running?", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

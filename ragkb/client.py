@@ -1,0 +1,114 @@
+"""Python client for the gateway's REST API."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8780"
+FINAL_STATES = {"done", "failed", "cancelled"}
+
+
+class RagkbApiError(Exception):
+    """An error answer from the gateway: HTTP status plus the server's type, message and stage."""
+
+    def __init__(self, status: int, kind: str, message: str, stage: str | None = None):
+        super().__init__(f"{status} {kind}: {message}" + (f" (stage: {stage})" if stage else ""))
+        self.status, self.kind, self.message, self.stage = status, kind, message, stage
+
+
+def default_url() -> str:
+    if "RAGKB_URL" in os.environ:
+        return os.environ["RAGKB_URL"]
+    return f"http://127.0.0.1:{os.environ.get('RAGKB_HTTP_PORT', '8780')}"
+
+
+class RagkbClient:
+    def __init__(self, base_url: str | None = None, *, timeout_s: float = 120.0):
+        self.base_url = base_url or default_url()
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+
+    def _request(self, method: str, path: str, **kwargs) -> dict:
+        response = self._http.request(method, path, **kwargs)
+        if response.status_code >= 400:
+            body = response.json() if _is_json(response) else {}
+            error = body.get("error") or {}
+            if not error and "detail" in body:  # FastAPI's own request validation errors
+                error = {"type": "ValidationError", "message": str(body["detail"])}
+            raise RagkbApiError(response.status_code, error.get("type", "HTTPError"),
+                                error.get("message", response.text[:500]), error.get("stage"))
+        return response.json()
+
+    def health(self) -> dict:
+        response = self._http.get("/healthz")
+        return response.json()
+
+    def create_kb(self, name: str, *, description: str = "", config_yaml: str = "") -> dict:
+        return self._request("POST", "/v1/knowledge-bases",
+                             json={"name": name, "description": description, "config_yaml": config_yaml})
+
+    def list_kbs(self) -> list[dict]:
+        return self._request("GET", "/v1/knowledge-bases")["knowledge_bases"]
+
+    def get_kb(self, name: str) -> dict:
+        return self._request("GET", f"/v1/knowledge-bases/{name}")
+
+    def upload(self, kb: str, filename: str, content: bytes, *, namespace: str = "", doc_id: str = "") -> dict:
+        return self._request("POST", f"/v1/knowledge-bases/{kb}/documents",
+                             files={"file": (filename, content)}, data={"namespace": namespace, "doc_id": doc_id})
+
+    def job(self, job_id: str) -> dict:
+        return self._request("GET", f"/v1/jobs/{job_id}")
+
+    def wait(self, job_ids: Iterable[str], *, on_final: Callable[[dict], None] | None = None,
+             poll_s: float = 0.2, timeout_s: float = 3600) -> list[dict]:
+        """Poll until every job is final; `on_final` is called once per job as it finishes."""
+        pending = list(job_ids)
+        finished: dict[str, dict] = {}
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            for job_id in list(pending):
+                job = self.job(job_id)
+                if job["state"] in FINAL_STATES:
+                    finished[job_id] = job
+                    pending.remove(job_id)
+                    if on_final:
+                        on_final(job)
+            if pending:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{len(pending)} jobs still running after {timeout_s}s")
+                time.sleep(poll_s)
+        return list(finished.values())
+
+    def query(self, kb: str, query: str, *, namespaces: list[str] | None = None, top_k: int = 0) -> dict:
+        return self._request("POST", f"/v1/knowledge-bases/{kb}/query",
+                             json={"query": query, "namespaces": namespaces or [], "top_k": top_k})
+
+    def list_documents(self, kb: str, namespace: str = "") -> list[dict]:
+        return self._request("GET", f"/v1/knowledge-bases/{kb}/documents", params={"namespace": namespace})["documents"]
+
+    def delete_document(self, kb: str, doc_id: str, *, namespace: str = "") -> dict:
+        return self._request("DELETE", f"/v1/knowledge-bases/{kb}/documents/{doc_id}", params={"namespace": namespace})
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def _is_json(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").startswith("application/json")
+
+
+def iter_files(path: Path) -> list[tuple[Path, str]]:
+    """(file, name relative to the ingest root) for a file or every non-hidden file under a folder."""
+    if path.is_file():
+        return [(path, path.name)]
+    files = []
+    for file in sorted(path.rglob("*")):
+        relative = file.relative_to(path)
+        if file.is_file() and not any(part.startswith(".") for part in relative.parts):
+            files.append((file, relative.as_posix()))
+    return files

@@ -1,0 +1,203 @@
+"""The spine end to end: REST/gRPC gateway -> parser -> indexer -> retriever -> reranker -> generator."""
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from ragkb.client import RagkbApiError, RagkbClient
+from ragkb.embedded import EmbeddedStack
+from shared.clients import GatewayClient
+from shared.contracts import gateway_pb2
+from shared.errors import InvalidArgument, NotFound
+from tests.integration.conftest import ingest_folder
+
+pytestmark = pytest.mark.integration
+
+KB = "samples"
+QUESTIONS = [
+    pytest.param("How long does it take to charge the AMR-7 from 20% to 80%?", "45 minutes",
+                 "en/amr7-user-guide.md", id="en-charging"),
+    pytest.param("How long is a Beacon pairing code valid?", "valid for 10 minutes", "en/beacon-admin-faq.txt",
+                 id="en-pairing"),
+    pytest.param("Which firmware version adds obstacle re-routing?", "3.2.1", "en/release-notes.html",
+                 id="en-html"),
+    pytest.param("AMR-7 的最大载重是多少？", "300公斤", "zh/amr7-使用手册.md", id="zh-payload"),
+    pytest.param("Beacon 的遥测数据保留多久？", "30天", "zh/beacon-常见问题.txt", id="zh-gb18030-retention"),
+    pytest.param("Beacon 接口每个密钥每分钟允许多少次请求？", "600", "zh/beacon-常见问题.txt", id="zh-rate-limit"),
+]
+
+
+@pytest.fixture(scope="module")
+def samples_kb(client):
+    client.create_kb(KB, description="bundled samples")
+    jobs = ingest_folder(client, KB)
+    assert {j["state"] for j in jobs} == {"done"}, [j["error"] for j in jobs]
+    return jobs
+
+
+def cited_chunks(result: dict) -> dict[int, dict]:
+    return {n: c["chunk"] for n, c in enumerate(result["chunks"], start=1)}
+
+
+@pytest.mark.parametrize("question, answer, doc_id", QUESTIONS)
+def test_answer_cites_the_chunk_that_contains_it(client, samples_kb, question, answer, doc_id):
+    result = client.query(KB, question)
+    assert not result["refused"] and answer in result["answer"]
+    sources = cited_chunks(result)
+    supporting = [c for c in result["citations"] if answer in c["quote"]]
+    assert supporting, result["citations"]
+    for citation in supporting:
+        chunk = sources[citation["number"]]
+        assert answer in chunk["raw_content"]
+        assert chunk["chunk_id"] == citation["chunk_id"] and citation["doc_id"] == doc_id
+    assert set(result["stages"]) == {"pre-retrieval", "retrieval", "post-retrieval", "generation"}
+    assert result["original_query"] == question and result["effective_query"]
+    assert result["degraded"] == []
+
+
+def test_chinese_query_lowers_the_dense_weight_for_an_english_model(client, samples_kb):
+    metadata = client.query(KB, "AMR-7 的最大载重是多少？")["stages"]["retrieval"]["metadata"]
+    assert metadata["language"] == "zh" and "dense=0.2" in metadata["weights"]
+
+
+def test_reingesting_unchanged_documents_adds_nothing(client, samples_kb):
+    before = client.get_kb(KB)
+    jobs = ingest_folder(client, KB)
+    assert {j["outcome"] for j in jobs} == {"unchanged"}
+    after = client.get_kb(KB)
+    assert (after["document_count"], after["chunk_count"]) == (before["document_count"], before["chunk_count"])
+
+
+def test_changed_document_replaces_its_chunks(client, stack):
+    client.create_kb("changes")
+    first = client.upload("changes", "policy.md", "# Policy\n\nRefunds are issued within 14 days of purchase.".encode())
+    client.wait([first["job_id"]])
+    assert "14 days" in client.query("changes", "When are refunds issued?")["answer"]
+    second = client.upload("changes", "policy.md",
+                           "# Policy\n\nRefunds are issued within 30 days of a written request.".encode())
+    (job,) = client.wait([second["job_id"]])
+    assert job["outcome"] == "updated"
+    result = client.query("changes", "When are refunds issued?")
+    assert "30 days" in result["answer"] and "14 days" not in result["answer"]
+    assert all("14 days" not in c["chunk"]["raw_content"] for c in result["chunks"])
+    (doc,) = client.list_documents("changes")
+    assert doc["version"] == "2" and doc["chunk_count"] == 1
+    assert client.get_kb("changes")["chunk_count"] == "1"
+
+
+def test_deleted_document_is_no_longer_retrievable(client, stack):
+    client.create_kb("deletions")
+    job = client.upload("deletions", "memo.txt", b"The warehouse opens at 6 am on Saturdays.")
+    client.wait([job["job_id"]])
+    assert client.delete_document("deletions", "memo.txt")["chunks_deleted"] == 1
+    result = client.query("deletions", "When does the warehouse open on Saturdays?")
+    assert result["chunks"] == [] and result["refused"]
+    with pytest.raises(RagkbApiError) as error:
+        client.delete_document("deletions", "memo.txt")
+    assert error.value.status == 404
+
+
+def test_namespaces_are_isolated(client, stack):
+    client.create_kb("tenants")
+    jobs = [client.upload("tenants", "a.txt", b"Team A's vault code is 4411.", namespace="team-a")["job_id"],
+            client.upload("tenants", "b.txt", b"Team B's vault code is 9922.", namespace="team-b")["job_id"]]
+    client.wait(jobs)
+    result = client.query("tenants", "What is the vault code?", namespaces=["team-a"])
+    assert {c["chunk"]["namespace"] for c in result["chunks"]} == {"team-a"}
+    assert "9922" not in result["answer"]
+
+
+def test_unknown_knowledge_base_is_not_found(client, stack):
+    with pytest.raises(RagkbApiError) as error:
+        client.query("no-such-kb", "anything")
+    assert error.value.status == 404 and "no-such-kb" in error.value.message
+    with pytest.raises(NotFound, match="no-such-kb"):
+        GatewayClient(stack.settings.gateway_grpc_addr).query(gateway_pb2.QueryRequest(kb="no-such-kb", query="x"))
+
+
+@pytest.mark.parametrize("query, message", [
+    pytest.param("", "empty", id="empty"),
+    pytest.param("   \n ", "empty", id="blank"),
+    pytest.param("x" * 100_000, "limit", id="100KB"),
+])
+def test_bad_queries_are_invalid_arguments(client, stack, samples_kb, query, message):
+    with pytest.raises(RagkbApiError) as error:
+        client.query(KB, query)
+    assert error.value.status == 400 and message in error.value.message
+    with pytest.raises(InvalidArgument, match=message):
+        GatewayClient(stack.settings.gateway_grpc_addr).query(gateway_pb2.QueryRequest(kb=KB, query=query))
+
+
+def test_bad_files_are_reported_while_good_ones_ingest_and_nothing_is_lost(client, samples_kb):
+    before = client.get_kb(KB)
+    with pytest.raises(RagkbApiError) as unsupported:
+        client.upload(KB, "diagram.xyz", b"\x89PNG...")
+    assert unsupported.value.status == 415 and "'.xyz'" in unsupported.value.message
+    bad = client.upload(KB, "empty.md", b"")
+    good = client.upload(KB, "extra/new-note.md", "# Note\n\nThe cafeteria closes at 3 pm.".encode())
+    jobs = {j["filename"]: j for j in client.wait([bad["job_id"], good["job_id"]])}
+    assert jobs["empty.md"]["state"] == "failed" and "empty" in jobs["empty.md"]["error"]
+    assert jobs["extra/new-note.md"]["state"] == "done"
+    after = client.get_kb(KB)
+    assert int(after["document_count"]) == int(before["document_count"]) + 1
+    assert int(after["chunk_count"]) == int(before["chunk_count"]) + 1
+    client.delete_document(KB, "extra/new-note.md")
+
+
+def test_every_service_reports_health_and_lists_itself_by_reflection(stack):
+    expected = {
+        "parser": "ragkb.v1.ParserService", "indexer": "ragkb.v1.IndexerService",
+        "retriever": "ragkb.v1.RetrieverService", "reranker": "ragkb.v1.RerankerService",
+        "generator": "ragkb.v1.GeneratorService", "gateway": "ragkb.v1.GatewayService",
+    }
+    for name, service in expected.items():
+        with grpc.insecure_channel(stack.servers[name].address) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            for target in ("", service):
+                status = health.Check(health_pb2.HealthCheckRequest(service=target), timeout=5).status
+                assert status == health_pb2.HealthCheckResponse.SERVING, (name, target)
+            reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+            responses = reflection.ServerReflectionInfo(
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)
+            listed = {s.name for r in responses for s in r.list_services_response.service}
+            assert {service, "grpc.health.v1.Health"} <= listed, (name, listed)
+
+
+def test_health_is_not_serving_before_ready_and_after_stop(tmp_path):
+    from shared.config import Settings
+    from services.parser.main import build
+
+    server = build(Settings(data_dir=tmp_path), port=0)
+    server.start()
+    with grpc.insecure_channel(server.address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        check = lambda: health.Check(health_pb2.HealthCheckRequest(), timeout=5).status  # noqa: E731
+        assert check() == health_pb2.HealthCheckResponse.NOT_SERVING
+        server.mark_serving()
+        assert check() == health_pb2.HealthCheckResponse.SERVING
+        server.stop(grace_s=0)
+        with pytest.raises(grpc.RpcError):
+            check()
+
+
+def test_restart_keeps_the_data(tmp_path):
+    from shared.config import Settings
+
+    settings = Settings(data_dir=tmp_path / "data")
+    question = "AMR-7 的最大载重是多少？"
+    first_stack = EmbeddedStack(settings, ephemeral_ports=True).start()
+    try:
+        api = RagkbClient(first_stack.http_url)
+        api.create_kb("persist")
+        ingest_folder(api, "persist")
+        before = api.query("persist", question)
+    finally:
+        first_stack.stop()
+    second_stack = EmbeddedStack(settings, ephemeral_ports=True).start()
+    try:
+        after = RagkbClient(second_stack.http_url).query("persist", question)
+    finally:
+        second_stack.stop()
+    assert after["answer"] == before["answer"] and "300公斤" in after["answer"]
+    assert [c["chunk"]["chunk_id"] for c in after["chunks"]] == [c["chunk"]["chunk_id"] for c in before["chunks"]]

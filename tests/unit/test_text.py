@@ -1,0 +1,34 @@
+import pytest
+
+from shared.text import analyze, detect_language, query_terms, split_sentences
+
+pytestmark = pytest.mark.unit
+
+
+def test_analyze_lowercases_latin_and_segments_chinese():
+    assert analyze("Beacon API Rate") == ["beacon", "api", "rate"]
+    tokens = analyze("遥测数据保留30天")
+    assert "遥测" in tokens and "数据" in tokens and "30" in tokens
+
+
+def test_char_analyzer_splits_cjk_into_characters():
+    assert analyze("载重", "char") == ["载", "重"]
+
+
+def test_query_terms_drop_stopwords_but_never_everything():
+    assert query_terms("What is the payload of the AMR-7?") == ["payload", "amr", "7"]
+    assert query_terms("what is") == ["what", "is"]
+
+
+@pytest.mark.parametrize(
+    "text, language",
+    [("How long does charging take?", "en"), ("AMR-7 的最大载重是多少？", "zh"), ("1234", "und")],
+)
+def test_detect_language(text, language):
+    assert detect_language(text) == language
+
+
+def test_sentences_split_on_chinese_and_latin_marks_but_not_version_numbers():
+    text = "Firmware 3.2.1 adds re-routing. It ships today! 充电需要45分钟。载重300公斤；速度1.8米"
+    assert split_sentences(text) == [
+        "Firmware 3.2.1 adds re-routing.", "It ships today!", "充电需要45分钟。", "载重300公斤；", "速度1.8米"]

@@ -19,6 +19,7 @@ from shared.contracts import chunk_pb2
 from shared.text import analyze, detect_language, query_terms, split_sentences
 
 _TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
+FOREIGN_LANGUAGE_FACTOR = 0.4
 
 
 @dataclass
@@ -88,6 +89,8 @@ class ExtractiveGenerator:
             if overlap <= 0 or sentence.rstrip().endswith(("?", "？")):  # a question is not an answer
                 continue
             score = overlap + 0.3 * sum(idf(t) for t in (heading_terms & wanted) - terms) + 0.5 / number
+            if detect_language(sentence) not in (language, "und"):
+                score *= FOREIGN_LANGUAGE_FACTOR  # answer in the asker's language when the sources allow
             scored.append((score, number, order, sentence))
         if not scored:
             return Draft(refusal, True, self.name)

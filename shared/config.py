@@ -1,8 +1,8 @@
 """Process settings (from the environment) and knowledge-base configuration (YAML).
 
 Settings are read once at start-up into a frozen object; nothing reads the
-environment at import time. Every key is listed in `Settings.ENV` with its
-default, which is also what the deployment manifests declare.
+environment at import time. Every key is listed by `Settings.env_keys()`; the
+deployment manifests declare each of them (a test checks).
 """
 
 from __future__ import annotations

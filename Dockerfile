@@ -1,0 +1,47 @@
+# syntax=docker/dockerfile:1
+# One image for every ragkb service; compose and Kubernetes pick the process with
+# `python -m services.<name>.main`. Build from the repository root:
+#   docker build -t ragkb .
+# Health is checked by the orchestrator over gRPC (scripts/grpc_health_check.py in
+# compose, the native gRPC probe in Kubernetes), so the image declares no HEALTHCHECK.
+
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS build
+# Extra pip options for both installs: a mirror, or a smaller CPU-only torch, e.g.
+#   --build-arg PIP_INDEX_OPTS="--extra-index-url https://download.pytorch.org/whl/cpu"
+# (PyPI's Linux torch wheel is the CUDA build, several GB with its nvidia packages.)
+ARG PIP_INDEX_OPTS=""
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+# torch is most of the image: a layer of its own survives every source change
+RUN pip install ${PIP_INDEX_OPTS} "torch>=2.2"
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY proto/ proto/
+COPY shared/ shared/
+COPY services/ services/
+COPY ragkb/ ragkb/
+RUN pip install ${PIP_INDEX_OPTS} .
+
+FROM ${PYTHON_IMAGE} AS runtime
+# /data owned by uid 10001: a named volume mounted there starts with this owner
+RUN groupadd --gid 10001 ragkb \
+    && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ragkb \
+    && mkdir /data && chown 10001:10001 /data
+COPY --from=build /opt/venv /opt/venv
+WORKDIR /app
+COPY scripts/grpc_health_check.py scripts/grpc_health_check.py
+# The root filesystem is read-only in Kubernetes: caches (torch, Hugging Face, jieba)
+# and Milvus Lite's socket go to /tmp, which is writable everywhere.
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    XDG_CACHE_HOME=/tmp/cache \
+    RAGKB_DATA_DIR=/data \
+    RAGKB_HOST=0.0.0.0
+# numeric, so Kubernetes runAsNonRoot can verify it without reading /etc/passwd
+USER 10001:10001
+CMD ["python", "-m", "services.gateway.main"]

@@ -1,0 +1,210 @@
+"""Deployment files: docker-compose.yml, the kustomize tree and the health-check script.
+
+The schema checks run external tools (check-jsonschema, kustomize, kubernetes-validate;
+scripts/test.sh installs them).
+A missing tool skips its test on a developer's machine but fails it when CI is set,
+so a CI machine that lacks one cannot pass by skipping.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shared.config import KBConfig, Settings
+from shared.server import ServiceServer
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+K8S_BASE = ROOT / "deploy" / "k8s" / "base"
+SERVICES = ("parser", "indexer", "retriever", "reranker", "generator", "gateway")
+KUBERNETES_VERSION = "1.30.0"
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if path:
+        return path
+    if "CI" in os.environ:
+        pytest.fail(f"{name} is not installed; CI must install it")
+    pytest.skip(f"{name} is not installed")
+
+
+def run(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=ROOT, input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def default_port(service: str) -> int:
+    """The service's port in Settings defaults; `reranker-gpu` is the reranker."""
+    base = service.removesuffix("-gpu")
+    settings = Settings()
+    return settings.port_of(getattr(settings, "gateway_grpc_addr" if base == "gateway" else f"{base}_addr"))
+
+
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+
+
+def ragkb_compose_services() -> dict[str, dict]:
+    return {name: spec for name, spec in compose()["services"].items()
+            if str(spec.get("image", "")).startswith("ragkb")}
+
+
+def k8s_base() -> list[dict]:
+    """Every object the base kustomization lists (before kustomize transforms them)."""
+    kustomization = yaml.safe_load((K8S_BASE / "kustomization.yaml").read_text(encoding="utf-8"))
+    docs = []
+    for name in kustomization["resources"]:
+        docs += [doc for doc in yaml.safe_load_all((K8S_BASE / name).read_text(encoding="utf-8")) if doc]
+    return docs
+
+
+def of_kind(docs: list[dict], kind: str) -> dict[str, dict]:
+    return {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == kind}
+
+
+def module_file(command: list[str]) -> Path:
+    assert command[:2] == ["python", "-m"], command
+    return ROOT / (command[2].replace(".", "/") + ".py")
+
+
+def compose_default(value: str) -> str:
+    """`${VAR:-default}` -> `default` (compose interpolation); anything else unchanged."""
+    if value.startswith("${") and ":-" in value:
+        return value[value.index(":-") + 2:-1]
+    return value
+
+
+def assert_addresses(env: dict[str, str], hosts: set[str], where: str) -> None:
+    for key, value in env.items():
+        if key.endswith("_ADDR"):
+            host, port = compose_default(str(value)).rsplit(":", 1)
+            service = key.removeprefix("RAGKB_").removesuffix("_ADDR").removesuffix("_GRPC").lower()
+            assert host in hosts, f"{where}: {key}={value} names no service"
+            assert int(port) == default_port(service), f"{where}: {key}={value}"
+
+
+@pytest.mark.unit
+def test_compose_file_matches_the_compose_spec():
+    result = run([tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(COMPOSE)])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.unit
+def test_every_service_command_is_a_module_in_the_repo():
+    commands = {f"compose {name}": spec["command"] for name, spec in ragkb_compose_services().items()}
+    for name, deployment in of_kind(k8s_base(), "Deployment").items():
+        commands[f"k8s {name}"] = deployment["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert {name.split()[1].removesuffix("-gpu") for name in commands} == set(SERVICES)
+    for where, command in commands.items():
+        assert module_file(command).is_file(), f"{where}: {command}"
+
+
+@pytest.mark.unit
+def test_compose_services_declare_every_setting():
+    services = ragkb_compose_services()
+    assert set(SERVICES) <= set(services)
+    for name, spec in services.items():
+        env = spec["environment"]
+        assert set(env) == set(Settings.env_keys()), name
+        assert env["RAGKB_DATA_DIR"] == "/data" and env["RAGKB_HOST"] == "0.0.0.0", name
+        assert_addresses(env, set(compose()["services"]), f"compose {name}")
+        assert "ragkb-data:/data" in spec["volumes"], name
+
+
+@pytest.mark.unit
+def test_configmap_declares_every_setting():
+    docs = k8s_base()
+    env = of_kind(docs, "ConfigMap")["ragkb-config"]["data"]
+    assert set(env) == set(Settings.env_keys())
+    assert env["RAGKB_DATA_DIR"] == "/data" and env["RAGKB_HOST"] == "0.0.0.0"
+    assert_addresses(env, set(of_kind(docs, "Service")), "ConfigMap ragkb-config")
+
+
+@pytest.mark.unit
+def test_healthchecks_probe_each_service_port():
+    for name, spec in ragkb_compose_services().items():
+        test = spec["healthcheck"]["test"]
+        assert test[1:3] == ["python", "scripts/grpc_health_check.py"], name
+        assert test[test.index("--addr") + 1] == f"127.0.0.1:{default_port(name)}", name
+    assert (ROOT / "scripts" / "grpc_health_check.py").is_file()
+
+
+@pytest.mark.unit
+def test_every_k8s_service_is_complete_and_locked_down():
+    docs = k8s_base()
+    deployments, services = of_kind(docs, "Deployment"), of_kind(docs, "Service")
+    assert set(deployments) == set(services) == set(of_kind(docs, "HorizontalPodAutoscaler")) \
+        == set(of_kind(docs, "PodDisruptionBudget")) == set(SERVICES)
+    for name, deployment in deployments.items():
+        port = default_port(name)
+        pod = deployment["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["runAsUser"] == 10001, name
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True, name
+        assert {"name": "tmp", "emptyDir": {}} in pod["volumes"], name
+        assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"], name
+        assert {"name": "ragkb-config"} in [ref["configMapRef"] for ref in container["envFrom"]], name
+        assert {"requests", "limits"} <= set(container["resources"]), name
+        assert {"name": "grpc", "containerPort": port} in container["ports"], name
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert container[probe]["grpc"] == {"port": port}, f"{name} {probe}"
+        service_ports = {p["name"]: p["port"] for p in services[name]["spec"]["ports"]}
+        assert service_ports["grpc"] == port, name
+    assert {p["name"] for p in services["gateway"]["spec"]["ports"]} == {"grpc", "http"}
+    assert of_kind(docs, "PersistentVolumeClaim")["ragkb-data"]["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("overlay", ["dev", "prod"])
+def test_kustomize_overlay_is_valid_kubernetes(overlay):
+    kustomize, validate = tool("kustomize"), tool("kubernetes-validate")
+    rendered = run([kustomize, "build", f"deploy/k8s/overlays/{overlay}"])
+    assert rendered.returncode == 0, rendered.stderr
+    result = run([validate, "-k", KUBERNETES_VERSION, "--strict", "-"], stdin=rendered.stdout)
+    problems = [line for line in (result.stdout + result.stderr).splitlines() if not line.startswith("INFO")]
+    assert result.returncode == 0, "\n".join(problems)
+    kinds = [doc["kind"] for doc in yaml.safe_load_all(rendered.stdout) if doc]
+    assert kinds.count("Deployment") == len(SERVICES)
+
+
+@pytest.mark.unit
+def test_compose_example_kb_uses_the_compose_milvus_server():
+    path = ROOT / "deploy" / "kb-examples" / "compose-kb.yaml"
+    config = KBConfig.from_yaml(path.read_text(encoding="utf-8"), name="docs")
+    host, port = config.vector_store.uri.removeprefix("http://").rsplit(":", 1)
+    assert host in compose()["services"] and port == "19530"
+
+
+def load_health_check_script():
+    spec = importlib.util.spec_from_file_location("grpc_health_check", ROOT / "scripts" / "grpc_health_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.unit
+def test_health_check_script_exits_zero_only_when_serving(capsys):
+    script = load_health_check_script()
+    server = ServiceServer("probe", host="127.0.0.1", port=0)
+
+    def check(*extra: str) -> tuple[int, str]:
+        code = script.main(["--addr", server.address, "--timeout", "2", *extra])
+        return code, capsys.readouterr().out.strip()
+
+    server.start()
+    try:
+        assert check() == (1, "NOT_SERVING")
+        server.mark_serving()
+        assert check() == (0, "SERVING")
+        assert check("--service", "no.such.Service") == (1, "SERVICE_UNKNOWN")
+    finally:
+        server.stop(0)
+    assert check() == (1, "UNAVAILABLE")

@@ -17,8 +17,13 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     server = ServiceServer("indexer", host=settings.host,
                            port=settings.port_of(settings.indexer_addr) if port is None else port)
     servicer.add_to(server, indexer, catalog, registry)
-    # open every knowledge base's stores (loads the embedder, checks dimensions) before serving
-    server.add_warm_up(lambda: [indexer.open_stores(catalog.get(name)) for name in catalog.names()])
+
+    def open_every_kb() -> None:
+        """Open each knowledge base's stores before serving: loads the embedder, checks dimensions."""
+        for name in catalog.names():
+            indexer.open_stores(catalog.get(name))
+
+    server.add_warm_up(open_every_kb)
     server.add_closer(registry.close)
     return server
 

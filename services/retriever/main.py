@@ -16,8 +16,13 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     server = ServiceServer("retriever", host=settings.host,
                            port=settings.port_of(settings.retriever_addr) if port is None else port)
     servicer.add_to(server, retriever)
-    # load each knowledge base's embedder before serving, so the first query is not slow
-    server.add_warm_up(lambda: [components.embedder_for(catalog.get(name)) for name in catalog.names()])
+
+    def load_embedders() -> None:
+        """Load each knowledge base's embedder before serving, so the first query is not slow."""
+        for name in catalog.names():
+            components.embedder_for(catalog.get(name))
+
+    server.add_warm_up(load_embedders)
     server.add_closer(retriever.close)
     return server
 

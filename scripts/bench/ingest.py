@@ -1,0 +1,128 @@
+"""Ingestion throughput of the whole pipeline against the bare embedding model.
+
+What it measures
+  1. Pipeline: the first N SciFact corpus documents, each written as a .txt file (title,
+     blank line, abstract), are uploaded over REST to a fresh knowledge base of an
+     embedded stack (every service in this process, temp data dir, ephemeral ports).
+     Wall time runs from the first upload until every job is seen final; from it come
+     documents/s and chunks/s (sum of `chunks_total` of the jobs that ended `done`),
+     plus p50/p95 per-job latency (job created_at -> updated_at, which includes queue
+     wait behind earlier uploads).
+  2. Baseline, same process: bare `SentenceTransformer.encode` of the same model on the
+     exact chunk texts the pipeline indexed (re-chunked with the parser's domain function
+     and the KB's chunker config), same batch size, normalize_embeddings=True.
+  The ratio pipeline chunks/s / encode chunks/s is the share of the model's raw speed the
+  pipeline delivers (1.0 = no overhead).
+
+Run from the repository root (the SciFact data lives in ../shared/data/scifact):
+    python scripts/bench/ingest.py --docs 200
+    python scripts/bench/ingest.py --docs 50 --batch-size 16 --data /path/to/scifact
+"""
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # this folder, for _common
+
+import httpx  # noqa: E402
+
+import _common as common  # noqa: E402
+from services.parser.parser import parse_document  # noqa: E402
+from shared.config import DEFAULT_NAMESPACE, KBConfig  # noqa: E402
+from shared.embedders import resolve_model_dir  # noqa: E402
+
+KB = "bench"
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, default=200, help="first N corpus documents (default 200)")
+    parser.add_argument("--data", type=Path, default=common.DEFAULT_DATA,
+                        help=f"SciFact folder in BEIR layout (default {common.DEFAULT_DATA})")
+    parser.add_argument("--batch-size", type=int, default=32,
+                        help="embedder batch size, for the KB and the bare-encode baseline (default 32)")
+    return parser.parse_args()
+
+
+def indexed_chunk_texts(kb: KBConfig, files: list[tuple[str, Path]]) -> list[str]:
+    """The chunk contents the indexer embedded: the parser's domain function, same chunker config."""
+    texts = []
+    for doc_id, path in files:
+        result = parse_document(kb=kb.name, namespace=DEFAULT_NAMESPACE, filename=path.name,
+                                data=path.read_bytes(), doc_id=doc_id, chunker=kb.chunker)
+        texts.extend(chunk.content for chunk in result.chunks)
+    return texts
+
+
+def bare_encode(kb: KBConfig, texts: list[str], batch_size: int) -> float:
+    """Seconds for one `encode` call over all texts (after a small untimed warm-up)."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(resolve_model_dir(kb.embedder.model)), device=kb.embedder.device,
+                                local_files_only=True)
+    model.encode(texts[:batch_size], batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
+    started = time.perf_counter()
+    model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                 show_progress_bar=False)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    args = parse_args()
+    common.require_scifact(args.data)
+    docs = common.read_corpus(args.data)[:args.docs]
+    config_yaml = f"embedder:\n  batch_size: {args.batch_size}\n"
+    kb = KBConfig.from_yaml(config_yaml, name=KB)
+
+    with common.temp_root() as tmp:
+        root = Path(tmp)
+        files = common.write_documents(docs, root / "files")
+        stack = common.start_stack(root)
+        try:
+            with httpx.Client(base_url=stack.http_url, timeout=120) as client:
+                common.create_kb(client, KB, config_yaml)
+                jobs, wall = common.ingest(client, KB, files)
+            common.report_failures(jobs)
+            done = [job for job in jobs if job["state"] == "done"]
+            chunks = sum(int(job["chunks_total"]) for job in done)
+            done_ids = {job["doc_id"] for job in done}
+            print("re-chunking the indexed documents for the baseline ...", file=sys.stderr)
+            texts = indexed_chunk_texts(kb, [(d, p) for d, p in files if d in done_ids])
+            if len(texts) != chunks:
+                print(f"warning: re-chunking gave {len(texts)} chunks, the jobs reported {chunks}", file=sys.stderr)
+            print(f"bare encode of {len(texts)} chunks ...", file=sys.stderr)
+            encode_s = bare_encode(kb, texts, args.batch_size)
+        finally:
+            stack.stop()
+
+    latency_p50, latency_p95 = common.p50_p95([common.job_seconds(job) for job in done])
+    pipeline_cps = chunks / wall
+    encode_cps = len(texts) / encode_s if encode_s else float("nan")
+    print()
+    print(f"model {kb.embedder.model}, batch {args.batch_size}; {common.machine_line()}")
+    common.print_table("ingest benchmark (SciFact corpus, .txt over REST)", [
+        ("docs (done / uploaded)", f"{len(done)} / {len(jobs)}"),
+        ("chunks", f"{chunks}"),
+        ("pipeline seconds", f"{wall:.2f}"),
+        ("pipeline docs/s", f"{len(done) / wall:.2f}"),
+        ("pipeline chunks/s", f"{pipeline_cps:.2f}"),
+        ("bare encode seconds", f"{encode_s:.2f}"),
+        ("encode chunks/s", f"{encode_cps:.2f}"),
+        ("ratio pipeline/encode", f"{pipeline_cps / encode_cps:.3f}"),
+        ("job latency p50 s", f"{latency_p50:.2f}"),
+        ("job latency p95 s", f"{latency_p95:.2f}"),
+    ])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""Query latency over REST, per stage, with a retrieval-quality sanity check and a model baseline.
+
+What it measures
+  A knowledge base is built the same way as in ingest.py (SciFact abstracts as .txt over
+  REST into an embedded stack). The corpus subset (--docs N) holds every relevant
+  document of M SciFact test queries (qrels/test.tsv, taken in file order, skipping a
+  query whose documents would not fit) plus other corpus documents in file order, so
+  every measured query can be answered inside the subset. The KB keeps 10 chunks after
+  fusion and reranking (retriever.top_k = reranker.top_n = 10), so @10 metrics are
+  possible. After --warmup unmeasured queries (other test queries), the M queries run
+  one at a time; printed: client-measured total latency p50/p95/mean, p50/p95 of each
+  stage in the response `stages` (and the retrieval routes from its metadata),
+  Recall@10, Hit@10 and MRR@10 at document level over `chunks[*].chunk.doc_id`.
+  Baseline, same process: bare `SentenceTransformer.encode` of one query (median over
+  the same queries) and the ratio total p50 / embed p50.
+
+Run from the repository root (the SciFact data lives in ../shared/data/scifact):
+    python scripts/bench/query.py
+    python scripts/bench/query.py --docs 300 --queries 30
+"""
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections import defaultdict  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # this folder, for _common
+
+import httpx  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+import _common as common  # noqa: E402
+from shared.config import KBConfig  # noqa: E402
+from shared.embedders import resolve_model_dir  # noqa: E402
+
+KB = "bench"
+CONFIG_YAML = "retriever:\n  top_k: 10\nreranker:\n  top_n: 10\n"
+STAGES = ("pre-retrieval", "retrieval", "post-retrieval", "generation")
+ROUTES = ("bm25_ms", "dense_ms", "fusion_ms")  # in the retrieval stage's metadata
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, default=1000, help="corpus subset size (default 1000)")
+    parser.add_argument("--queries", type=int, default=100, help="measured test queries (default 100)")
+    parser.add_argument("--warmup", type=int, default=5, help="unmeasured queries first (default 5)")
+    parser.add_argument("--data", type=Path, default=common.DEFAULT_DATA,
+                        help=f"SciFact folder in BEIR layout (default {common.DEFAULT_DATA})")
+    return parser.parse_args()
+
+
+def select(data: Path, n_docs: int, n_queries: int, n_warmup: int):
+    """-> (docs to ingest, measured [(query text, relevant ids)], warm-up query texts)."""
+    with open(data / "queries.jsonl", encoding="utf-8") as handle:
+        texts = {q["_id"]: q["text"] for q in (json.loads(line) for line in handle if line.strip())}
+    qrels: dict[str, set[str]] = defaultdict(set)
+    with open(data / "qrels" / "test.tsv", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle, delimiter="\t"):
+            if int(row["score"]) > 0:
+                qrels[row["query-id"]].add(row["corpus-id"])
+    corpus = common.read_corpus(data)
+    subset: set[str] = set()
+    measured, spare = [], []
+    for qid, relevant in qrels.items():
+        if len(measured) < n_queries and len(subset | relevant) <= n_docs:
+            subset |= relevant
+            measured.append((texts[qid], relevant))
+        else:
+            spare.append(texts[qid])
+    for doc in corpus:
+        if len(subset) >= n_docs:
+            break
+        subset.add(doc["_id"])
+    if len(measured) < n_queries:
+        print(f"warning: only {len(measured)} test queries fit in {n_docs} documents", file=sys.stderr)
+    return [d for d in corpus if d["_id"] in subset], measured, spare[:n_warmup]
+
+
+def run_queries(client: httpx.Client, queries: list[str], desc: str) -> list[tuple[float, dict]]:
+    results = []
+    for query in tqdm(queries, desc=desc, unit="q", file=sys.stderr):
+        started = time.perf_counter()
+        response = client.post(f"/v1/knowledge-bases/{KB}/query", json={"query": query})
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        if response.status_code != 200:
+            sys.exit(f"query {query!r} failed: HTTP {response.status_code} {response.text}")
+        results.append((elapsed_ms, response.json()))
+    return results
+
+
+def quality(results, measured) -> tuple[float, float, float]:
+    """Document-level Recall@10, Hit@10 and MRR@10 over the returned chunks (first 10)."""
+    recall = hit = mrr = 0.0
+    for (_, body), (_, relevant) in zip(results, measured):
+        doc_ids = [c["chunk"]["doc_id"] for c in body["chunks"][:10]]
+        found = relevant & set(doc_ids)
+        recall += len(found) / len(relevant)
+        hit += bool(found)
+        mrr += next((1 / rank for rank, d in enumerate(doc_ids, 1) if d in relevant), 0.0)
+    n = len(results) or 1
+    return recall / n, hit / n, mrr / n
+
+
+def embed_baseline_ms(queries: list[str]) -> float:
+    """Median ms of a bare `encode([query])` with the KB's model."""
+    from sentence_transformers import SentenceTransformer
+
+    kb = KBConfig.from_yaml(CONFIG_YAML, name=KB)
+    model = SentenceTransformer(str(resolve_model_dir(kb.embedder.model)), device=kb.embedder.device,
+                                local_files_only=True)
+    for query in queries[:5]:
+        model.encode([query], normalize_embeddings=True, show_progress_bar=False)
+    timings = []
+    for query in queries:
+        started = time.perf_counter()
+        model.encode([query], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        timings.append((time.perf_counter() - started) * 1000)
+    return statistics.median(timings)
+
+
+def main() -> None:
+    args = parse_args()
+    common.require_scifact(args.data, need_qrels=True)
+    docs, measured, warmup = select(args.data, args.docs, args.queries, args.warmup)
+    queries = [text for text, _ in measured]
+
+    with common.temp_root() as tmp:
+        root = Path(tmp)
+        files = common.write_documents(docs, root / "files")
+        stack = common.start_stack(root)
+        try:
+            with httpx.Client(base_url=stack.http_url, timeout=120) as client:
+                common.create_kb(client, KB, CONFIG_YAML)
+                jobs, wall = common.ingest(client, KB, files)
+                common.report_failures(jobs)
+                chunks = sum(int(j["chunks_total"]) for j in jobs if j["state"] == "done")
+                print(f"ingested {len(jobs)} docs / {chunks} chunks in {wall:.1f} s", file=sys.stderr)
+                run_queries(client, warmup, "warm-up")
+                results = run_queries(client, queries, "queries")
+            print("bare query embedding baseline ...", file=sys.stderr)
+            embed_p50 = embed_baseline_ms(queries)
+        finally:
+            stack.stop()
+
+    totals = [ms for ms, _ in results]
+    stage_ms, route_ms = defaultdict(list), defaultdict(list)
+    for _, body in results:
+        for name, stage in body["stages"].items():
+            stage_ms[name].append(stage["ms"])
+        for key in ROUTES:
+            if key in body["stages"].get("retrieval", {}).get("metadata", {}):
+                route_ms[key].append(float(body["stages"]["retrieval"]["metadata"][key]))
+    total_p50, total_p95 = common.p50_p95(totals)
+    recall, hit, mrr = quality(results, measured)
+    rows = [("docs / chunks", f"{len(jobs)} / {chunks}"), ("queries (warm-up)", f"{len(results)} ({len(warmup)})"),
+            ("total p50 ms", f"{total_p50:.1f}"), ("total p95 ms", f"{total_p95:.1f}"),
+            ("total mean ms", f"{statistics.fmean(totals):.1f}"), ("total max ms", f"{max(totals):.1f}")]
+    for name in STAGES:
+        p50, p95 = common.p50_p95(stage_ms.get(name, []))
+        rows.append((f"{name} p50 / p95 ms", f"{p50:.2f} / {p95:.2f}"))
+    for key in ROUTES:
+        p50, p95 = common.p50_p95(route_ms.get(key, []))
+        rows.append((f"  retrieval {key.removesuffix('_ms')} p50 / p95 ms", f"{p50:.2f} / {p95:.2f}"))
+    rows += [("Recall@10 (doc level)", f"{recall:.3f}"), ("Hit@10", f"{hit:.3f}"), ("MRR@10", f"{mrr:.3f}"),
+             ("bare embed 1 query p50 ms", f"{embed_p50:.1f}"),
+             ("ratio total p50 / embed p50", f"{total_p50 / embed_p50:.2f}")]
+    print()
+    print(f"KB config: retriever.top_k=10, reranker.top_n=10 (passthrough); {common.machine_line()}")
+    common.print_table("query benchmark (SciFact test queries over REST, sequential)", rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,7 @@ server's message, so callers never handle raw `grpc.RpcError`.
 
 from __future__ import annotations
 
+import re
 import time
 
 import grpc
@@ -31,9 +32,29 @@ from shared.server import MAX_MESSAGE_BYTES
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    # spread calls over every address a target resolves to; a replica that stops answering is skipped
+    ("grpc.lb_policy_name", "round_robin"),
 ]
+_IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}:\d+$")
 RETRY_ATTEMPTS = 3
 RETRY_BACKOFF_S = 0.2
+
+
+def channel_target(address: str) -> str:
+    """A gRPC target for one address, a DNS name (all its A records are used) or a replica list.
+
+    `10.0.0.5:50053,10.0.0.6:50053` becomes the `ipv4:` target gRPC balances over;
+    a list must use IP addresses (for names, use one DNS name that resolves to every
+    replica, e.g. a Kubernetes headless Service as `dns:///retriever:50053`).
+    """
+    replicas = [part.strip() for part in address.split(",") if part.strip()]
+    if len(replicas) <= 1:
+        return address.strip()
+    not_ip = [r for r in replicas if not _IPV4.match(r)]
+    if not_ip:
+        raise ValueError(f"replica list {address!r}: {', '.join(not_ip)} is not IPv4:port; "
+                         "use IP addresses or a single DNS name that resolves to every replica")
+    return "ipv4:" + ",".join(replicas)
 
 
 class _ServiceClient:
@@ -45,7 +66,7 @@ class _ServiceClient:
     def __init__(self, target: str, *, timeout_s: float = 30.0):
         self.target = target
         self.timeout_s = timeout_s
-        self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self._channel = grpc.insecure_channel(channel_target(target), options=CHANNEL_OPTIONS)
         self._stub = self.stub_class(self._channel)
 
     def _call(self, method: str, request, *, timeout_s: float | None = None, idempotent: bool = False):

@@ -18,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import BaseModel, Field
 
 from services.gateway.gateway import Gateway
+from shared.clients import channel_target
 from shared.contracts import gateway_pb2
 from shared.errors import RagkbError
 from shared.jobs import outcome_name
@@ -120,7 +121,7 @@ def create_app(gateway: Gateway) -> FastAPI:
 
 def _health(target: str) -> str:
     try:
-        with grpc.insecure_channel(target) as channel:
+        with grpc.insecure_channel(channel_target(target)) as channel:
             response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
         return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
     except grpc.RpcError as error:

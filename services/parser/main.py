@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from services.parser import servicer
+from services.parser.isolation import ParseWorkers
 from shared.config import Settings
 from shared.server import ServiceServer, run_service
+
+# Files are read in this many killable worker processes (started on first use).
+PARSE_WORKERS = 2
 
 
 def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     server = ServiceServer("parser", host=settings.host,
                            port=settings.port_of(settings.parser_addr) if port is None else port)
-    servicer.add_to(server)
+    workers = ParseWorkers(PARSE_WORKERS)
+    servicer.add_to(server, workers.read)
+    server.add_closer(workers.close)
     return server
 
 

@@ -153,3 +153,13 @@ def test_real_utf16_document_parses():
     path = shared_data("docs", "en", "fake-text-utf-16.txt")
     result = parse_document(kb="kb", namespace="ns", filename=path.name, data=path.read_bytes())
     assert result.encoding.startswith("utf-16") and result.chunks
+
+
+def test_zero_overlap_and_no_merging_survive_the_grpc_request():
+    from services.parser.servicer import _chunker
+    from shared.contracts import parser_pb2
+
+    wanted = ChunkerConfig(name="fixed", max_chars=300, overlap_chars=0, min_section_chars=0, token_margin=0)
+    request = parser_pb2.ParseRequest(chunker=parser_pb2.ChunkerOptions(**wanted.model_dump()))
+    assert _chunker(request) == wanted
+    assert _chunker(parser_pb2.ParseRequest()) == ChunkerConfig()

@@ -1,0 +1,127 @@
+"""Read files in worker processes that can be killed: the per-file timeout, and crash containment.
+
+A thread cannot be stopped, and a native library (pdfminer on a hostile PDF,
+tesseract, lxml) can loop, eat memory or segfault. Each read runs in one of
+`size` long-lived child processes (spawned, so no locks or threads are
+inherited); a read past its deadline kills its worker, which is replaced on the
+next call. unstructured is imported in the children only.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import queue
+import threading
+
+from services.parser import errors
+from services.parser.formats import ParsedDocument, ReadOptions
+
+log = logging.getLogger("ragkb.parser")
+
+
+def _serve(connection) -> None:
+    """Worker loop: (filename, data, options) in, ("ok", document) or ("error", kind, reason, message) out."""
+    from services.parser import formats
+
+    while True:
+        try:
+            job = connection.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        filename, data, options = job
+        try:
+            connection.send(("ok", formats.read(filename, data, options)))
+        except errors.RagkbError as error:
+            connection.send(("error", type(error).__name__, getattr(error, "reason", ""), error.message))
+        except Exception as error:  # never let the loop die on one file
+            connection.send(("error", "ParseError", errors.CORRUPT,
+                             f"{filename!r}: {type(error).__name__}: {str(error)[:200]}"))
+
+
+class _Worker:
+    def __init__(self, context):
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child,), daemon=True, name="ragkb-parse-worker")
+        self.process.start()
+        child.close()
+
+    def stop(self, *, kill: bool = False) -> None:
+        if kill:
+            self.process.kill()
+        else:
+            try:
+                self.connection.send(None)
+            except OSError:
+                pass
+            self.process.join(5)
+            if self.process.is_alive():
+                self.process.kill()
+        self.process.join(5)
+        self.connection.close()
+
+
+class ParseWorkers:
+    """A pool of `size` reader processes; `read` blocks until one is free, then enforces `timeout_s`."""
+
+    def __init__(self, size: int = 2):
+        if size < 1:
+            raise ValueError(f"parse worker pool size must be >= 1, got {size}")
+        self._context = multiprocessing.get_context("spawn")
+        self._slots = threading.BoundedSemaphore(size)
+        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        self._all: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def read(self, filename: str, data: bytes, options: ReadOptions, timeout_s: float) -> ParsedDocument:
+        with self._slots:
+            worker = self._take()
+            try:
+                worker.connection.send((filename, data, options))
+                if not worker.connection.poll(timeout_s):
+                    log.warning("parse of %r passed %.3g s: worker pid %s killed", filename, timeout_s,
+                                worker.process.pid)
+                    self._discard(worker)
+                    raise errors.ParseTimeout(f"{filename!r} took longer than {timeout_s:g} s to parse; "
+                                              "the parse was stopped")
+                reply = worker.connection.recv()
+            except (EOFError, OSError, BrokenPipeError):
+                self._discard(worker)
+                code = worker.process.exitcode
+                log.error("parse worker died reading %r (exit code %s)", filename, code)
+                raise errors.ParseError(errors.PARSER_CRASHED,
+                                        f"the parser process died while reading {filename!r} "
+                                        f"(exit code {code}); the file may be too large or malformed") from None
+            self._idle.put(worker)
+        if reply[0] == "ok":
+            return reply[1]
+        _, kind, reason, message = reply
+        raise errors.rebuild(kind, reason, message)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            workers, self._all = list(self._all), set()
+        for worker in workers:
+            worker.stop()
+
+    def _take(self) -> _Worker:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            if self._closed:
+                raise errors.Unavailable("the parser is shutting down")
+            worker = _Worker(self._context)
+            self._all.add(worker)
+            return worker
+
+    def _discard(self, worker: _Worker) -> None:
+        with self._lock:
+            self._all.discard(worker)
+        worker.stop(kill=True)
+

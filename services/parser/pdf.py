@@ -1,0 +1,97 @@
+"""PDF: checks before parsing (encryption, copy protection, damage, page limit), then the text layer or OCR.
+
+Order of attempts:
+1. unstructured `fast` (pdfminer text layer, with its own structure repair);
+2. when that yields nothing but the file has a text layer (unstructured skips
+   PDFs its heuristics call "too complex", e.g. heavy vector drawings), the
+   text layer page by page through pypdf;
+3. no text layer at all: OCR with tesseract (`ocr_only`, the KB's languages)
+   when the knowledge base enables it, otherwise `image_only_without_ocr`.
+`hi_res` is never used: it needs layout models downloaded from a model hub.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+
+from services.parser import elements, errors
+from services.parser.formats import Block, ReadOptions
+
+log = logging.getLogger("ragkb.parser")
+
+_EXTRACT_PERMISSION = 1 << 4  # PDF permission bit 5: copy or extract text and graphics
+
+
+def read(filename: str, data: bytes, options: ReadOptions) -> tuple[list[Block], int]:
+    pages = open_checked(filename, data, options)
+    blocks = _text_layer(data)
+    if not blocks:
+        blocks = _pypdf_text(data)
+    if not blocks:
+        if not options.ocr:
+            raise errors.ParseError(errors.IMAGE_ONLY,
+                                    f"{filename!r} has no text layer (scanned or image-only PDF) and OCR is off "
+                                    "for this knowledge base; enable parser.ocr to read it")
+        blocks = _ocr(data, options)
+    return blocks, pages
+
+
+def open_checked(filename: str, data: bytes, options: ReadOptions) -> int:
+    """The page count, after refusing encrypted, copy-protected, damaged or too long PDFs."""
+    import pypdf
+
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            if not reader.decrypt(""):
+                raise errors.ParseError(errors.PASSWORD_PROTECTED,
+                                        f"{filename!r} is password-protected; remove the password and upload it again")
+            if not options.allow_copy_protected and not reader.user_access_permissions & _EXTRACT_PERMISSION:
+                raise errors.ParseError(errors.COPY_PROTECTED,
+                                        f"{filename!r} is copy-protected: its owner does not permit text extraction "
+                                        "(set parser.allow_copy_protected if you hold the rights)")
+        pages = len(reader.pages)
+    except errors.ParseError:
+        raise
+    except Exception as error:
+        raise errors.ParseError(errors.CORRUPT, f"{filename!r} is not a readable PDF: "
+                                                f"{type(error).__name__}: {str(error)[:200]}") from None
+    if pages == 0:
+        raise errors.ParseError(errors.CORRUPT, f"{filename!r} is a PDF without pages")
+    if pages > options.max_pages:
+        raise errors.ParseError(errors.TOO_MANY_PAGES,
+                                f"{filename!r} has {pages} pages; this knowledge base allows {options.max_pages}")
+    return pages
+
+
+def _text_layer(data: bytes) -> list[Block]:
+    from unstructured.partition.pdf import partition_pdf
+
+    # languages only label elements here; OCR languages matter in _ocr
+    found = partition_pdf(file=io.BytesIO(data), strategy="fast", languages=["eng"])
+    blocks = elements.to_blocks(found, headings="inferred")
+    return blocks if any(b.text.strip() for b in blocks) else []
+
+
+def _pypdf_text(data: bytes) -> list[Block]:
+    import pypdf
+
+    blocks: list[Block] = []
+    for number, page in enumerate(pypdf.PdfReader(io.BytesIO(data)).pages, start=1):
+        text = page.extract_text() or ""
+        for paragraph in re.split(r"\n\s*\n", text):
+            lines = " ".join(line.strip() for line in paragraph.splitlines() if line.strip())
+            if lines:
+                blocks.append(Block(kind="paragraph", text=lines, page=number))
+    if blocks:
+        log.info("pdf text layer read with pypdf (unstructured extracted nothing)")
+    return blocks
+
+
+def _ocr(data: bytes, options: ReadOptions) -> list[Block]:
+    from unstructured.partition.pdf import partition_pdf
+
+    found = partition_pdf(file=io.BytesIO(data), strategy="ocr_only", languages=list(options.ocr_languages))
+    return elements.to_blocks(found, headings="inferred")

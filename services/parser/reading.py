@@ -1,0 +1,136 @@
+"""One reader per format, each built on unstructured's partitioners (imported lazily: they are heavy)."""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+
+from services.parser import cleaning, elements, errors, formats
+from services.parser.formats import Block, ParsedDocument, ReadOptions
+
+
+def read(filename: str, doc_type: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
+    os.environ.setdefault("SCARF_NO_ANALYTICS", "true")  # unstructured pings its analytics host otherwise
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no strategy we use may fetch models
+    from services.parser.nlp import install_offline_pipeline
+
+    install_offline_pipeline()
+    return _READERS[doc_type](filename, data, options)
+
+
+def read_text(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    from unstructured.partition.text import partition_text
+
+    text, encoding = formats.decode_text_file(filename, formats.TEXT, data)
+    blocks = elements.to_blocks(partition_text(text=text, languages=["auto"]), headings="none")
+    return ParsedDocument(blocks=blocks, encoding=encoding)
+
+
+def read_html(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    text, encoding = formats.decode_text_file(filename, formats.HTML, data)
+    document = html_document(text)
+    document.encoding = encoding
+    return document
+
+
+def read_markdown(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    import markdown
+
+    text, encoding = formats.decode_text_file(filename, formats.MARKDOWN, data)
+    # the same conversion unstructured's partition_md makes, so images and chrome get our HTML cleaning
+    document = html_document(markdown.markdown(text, extensions=["tables", "fenced_code"]))
+    document.encoding = encoding
+    return document
+
+
+def html_document(html: str) -> ParsedDocument:
+    from unstructured.partition.html import partition_html
+
+    cleaned, title = cleaning.clean_html(html)
+    if not cleaned.strip():
+        return ParsedDocument(title=title)
+    blocks = elements.to_blocks(partition_html(text=cleaned, languages=["auto"]), headings="structured")
+    return ParsedDocument(blocks=blocks, title=title)
+
+
+def read_docx(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    from unstructured.partition.docx import partition_docx
+
+    found = partition_docx(file=io.BytesIO(data), metadata_filename=filename, languages=["auto"])
+    blocks = elements.to_blocks(found, headings="structured", numbered_headings=True)
+    return _paged(filename, blocks, options)
+
+
+def read_pptx(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    from unstructured.partition.pptx import partition_pptx
+
+    slides = sum(1 for name in zipfile.ZipFile(io.BytesIO(data)).namelist()
+                 if name.startswith("ppt/slides/slide") and name.endswith(".xml"))
+    _check_pages(filename, slides, options)
+    found = partition_pptx(file=io.BytesIO(data), metadata_filename=filename, languages=["auto"])
+    return _paged(filename, elements.to_blocks(found, headings="structured"), options)
+
+
+def read_xlsx(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    """Each sheet is a level-1 section named after the sheet; titles inside it are level 2."""
+    from unstructured.partition.xlsx import partition_xlsx
+
+    try:
+        found = partition_xlsx(file=io.BytesIO(data), metadata_filename=filename, languages=["auto"])
+    except Exception as error:
+        if "password" in str(error).lower():
+            raise errors.ParseError(errors.PASSWORD_PROTECTED, f"{filename!r} is password-protected") from None
+        raise
+    blocks: list[Block] = []
+    for sheet, sheet_elements in _by_sheet(found):
+        blocks.append(Block(kind="heading", text=sheet, level=1, page=sheet_elements[0].metadata.page_number or 0))
+        for block in elements.to_blocks(sheet_elements, headings="inferred"):
+            if block.kind == "heading":
+                block.level = 2
+            blocks.append(block)
+    return _paged(filename, blocks, options)
+
+
+def _by_sheet(found: list) -> list[tuple[str, list]]:
+    sheets: list[tuple[str, list]] = []
+    for element in found:
+        name = element.metadata.page_name or f"Sheet {element.metadata.page_number or len(sheets) + 1}"
+        if not sheets or sheets[-1][0] != name:
+            sheets.append((name, []))
+        sheets[-1][1].append(element)
+    return sheets
+
+
+def read_pdf(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    from services.parser import pdf
+
+    blocks, pages = pdf.read(filename, data, options)
+    document = _paged(filename, blocks, options)
+    document.page_count = pages
+    return document
+
+
+def read_eml(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    from services.parser import mail
+
+    return mail.read(filename, data)
+
+
+def _paged(filename: str, blocks: list[Block], options: ReadOptions) -> ParsedDocument:
+    pages = max((b.page for b in blocks), default=0)
+    _check_pages(filename, pages, options)
+    return ParsedDocument(blocks=cleaning.drop_page_chrome(blocks, pages), page_count=pages)
+
+
+def _check_pages(filename: str, pages: int, options: ReadOptions) -> None:
+    if pages > options.max_pages:
+        raise errors.ParseError(errors.TOO_MANY_PAGES,
+                                f"{filename!r} has {pages} pages; this knowledge base allows {options.max_pages}")
+
+
+_READERS = {
+    formats.TEXT: read_text, formats.HTML: read_html, formats.MARKDOWN: read_markdown, formats.DOCX: read_docx,
+    formats.PPTX: read_pptx, formats.XLSX: read_xlsx, formats.PDF: read_pdf, formats.EML: read_eml,
+}

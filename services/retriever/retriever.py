@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 
 from services.retriever.fusion import rrf_fuse
 from shared import components
-from shared.config import KBConfig, Settings
+from shared.config import KBConfig, RetrieverConfig, Settings
 from shared.contracts import chunk_pb2
-from shared.errors import Unavailable
+from shared.errors import InvalidArgument, Unavailable
 from shared.kb import KnowledgeBaseCatalog
 from shared.stores.base import require_namespaces
+from shared.stores.filters import metadata_pairs
 from shared.text import detect_language
 
 log = logging.getLogger("ragkb.retriever")
@@ -44,6 +45,15 @@ def route_weights(kb: KBConfig, language: str, embedder_languages: tuple[str, ..
     return {"bm25": config.bm25_weight, "dense": dense}
 
 
+def route_depths(config: RetrieverConfig, requested: int = 0) -> tuple[int, int]:
+    """(bm25, dense) candidate depth: the request's depth for both, else each route's own, else the KB's."""
+    if requested < 0:
+        raise InvalidArgument(f"candidate_depth must be >= 0, got {requested}")
+    if requested:
+        return requested, requested
+    return config.bm25_depth or config.candidate_depth, config.dense_depth or config.candidate_depth
+
+
 class Retriever:
     def __init__(self, settings: Settings, catalog: KnowledgeBaseCatalog, *, max_workers: int = 8):
         self._settings = settings
@@ -52,25 +62,28 @@ class Retriever:
 
     def retrieve(self, kb_name: str, query: str, search_filter: chunk_pb2.SearchFilter, *, top_k: int = 0,
                  candidate_depth: int = 0) -> RetrievalResult:
+        # a bad filter is the caller's error, not a route failure: check it before the routes run
         require_namespaces(search_filter)
+        metadata_pairs(search_filter)
         kb = self._catalog.get(kb_name)
         config = kb.retriever
-        depth = candidate_depth or config.candidate_depth
+        bm25_depth, dense_depth = route_depths(config, candidate_depth)
         top_k = top_k or config.top_k
         embedder = components.embedder_for(kb)
         language = detect_language(query)
         weights = route_weights(kb, language, embedder.languages)
-        keyword = components.keyword_store_for(kb, self._settings)
-        vector = components.vector_store_for(kb, self._settings)
 
+        # Stores are opened inside the routes: a store whose engine is down fails only its own route.
         def bm25_route():
             started = time.perf_counter()
-            return keyword.search(query, search_filter, depth), _ms(started)
+            keyword = components.keyword_store_for(kb, self._settings)
+            return keyword.search(query, search_filter, bm25_depth), _ms(started)
 
         def dense_route():
             started = time.perf_counter()
+            vector = components.vector_store_for(kb, self._settings)
             query_vector = embedder.embed_query(query)
-            return vector.search(query_vector, search_filter, depth), _ms(started)
+            return vector.search(query_vector, search_filter, dense_depth), _ms(started)
 
         submitted = {"bm25": self._pool.submit(bm25_route), "dense": self._pool.submit(dense_route)}
         deadline = time.monotonic() + config.route_timeout_s
@@ -95,6 +108,17 @@ class Retriever:
         stages["fusion"] = _ms(started)
         return RetrievalResult(candidates=fused, bm25=lists.get("bm25", []), dense=lists.get("dense", []),
                                degraded=degraded, weights=weights, language=language, stages=stages)
+
+    def chunks_by_group(self, kb_name: str, namespaces: list[str], group_ids: list[str]) -> list[chunk_pb2.KnowledgeChunk]:
+        """Every part of the given split groups (the reranker restores split blocks with it)."""
+        require_namespaces(chunk_pb2.SearchFilter(namespaces=namespaces))
+        kb = self._catalog.get(kb_name)
+        try:
+            return components.keyword_store_for(kb, self._settings).chunks_by_group(namespaces, group_ids)
+        except Unavailable as error:
+            # the keyword engine is down: the vector store holds the same chunks, so parts are still restored
+            log.warning("sibling fetch falls back to the vector store: %s", error)
+            return components.vector_store_for(kb, self._settings).chunks_by_group(namespaces, group_ids)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

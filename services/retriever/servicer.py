@@ -24,6 +24,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             stages=[chunk_pb2.StageReport(name=name, ms=ms) for name, ms in result.stages.items()],
         )
 
+    def ChunksByGroup(self, request: retriever_pb2.ChunksByGroupRequest, context) -> retriever_pb2.ChunksByGroupResponse:
+        chunks = self._retriever.chunks_by_group(request.kb, list(request.namespaces), list(request.group_ids))
+        return retriever_pb2.ChunksByGroupResponse(chunks=chunks)
+
 
 def add_to(server, retriever: Retriever) -> None:
     server.add(retriever_pb2_grpc.add_RetrieverServiceServicer_to_server, RetrieverServicer(retriever), SERVICE_NAME)

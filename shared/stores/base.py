@@ -23,6 +23,14 @@ def require_namespaces(search_filter: chunk_pb2.SearchFilter) -> list[str]:
     return namespaces
 
 
+def sibling_fetch_args(namespaces: Sequence[str], group_ids: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(namespaces, distinct non-empty group ids) of a split-part fetch; namespaces are mandatory."""
+    namespaces = [ns for ns in namespaces if ns]
+    if not namespaces:
+        raise InvalidArgument("a sibling fetch must name at least one namespace")
+    return namespaces, [g for g in dict.fromkeys(group_ids) if g]
+
+
 @runtime_checkable
 class KeywordStore(Protocol):
     """BM25 over analyzed chunk text."""
@@ -36,6 +44,10 @@ class KeywordStore(Protocol):
     def search(self, query: str, search_filter: chunk_pb2.SearchFilter, limit: int) -> list[chunk_pb2.Candidate]: ...
 
     def chunk_ids(self, namespace: str, doc_id: str) -> set[str]: ...
+
+    def chunks_by_group(self, namespaces: Sequence[str], group_ids: Sequence[str]) -> list[chunk_pb2.KnowledgeChunk]:
+        """Every part of the given split groups within the namespaces, ordered by group then part_index."""
+        ...
 
     def count(self) -> int: ...
 

@@ -17,7 +17,9 @@ from google.protobuf import json_format
 
 from shared.contracts import chunk_pb2
 from shared.errors import FailedPrecondition, InvalidArgument
-from shared.stores.base import require_namespaces
+from shared.stores.acl import acl_clause_groups, chunk_groups
+from shared.stores.base import require_namespaces, sibling_fetch_args
+from shared.stores.filters import metadata_pairs, milvus_metadata_clauses
 
 _clients: dict[str, object] = {}
 _clients_lock = threading.Lock()
@@ -25,6 +27,10 @@ _clients_lock = threading.Lock()
 ID_MAX = 128
 NAMESPACE_MAX = 256
 DOC_ID_MAX = 1024
+# creating or loading a collection on a busy server takes far longer than a search
+ADMIN_TIMEOUT_S = 120.0
+CONSISTENCY_LEVELS = ("Session", "Strong", "Bounded", "Eventually")
+ACL_MAX = 8192
 
 
 def milvus_client(uri: str):
@@ -48,8 +54,14 @@ def collection_name(kb: str, model_id: str, dimension: int) -> str:
     return f"kb_{kb}__{model_id}_{dimension}".replace("-", "_")
 
 
+def _literal(value) -> str:
+    """A Milvus expression literal. Non-ASCII text stays as is: Milvus does not decode
+    `\\uXXXX` escapes, so an escaped Chinese doc id would silently match nothing."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _expr_list(values: Sequence) -> str:
-    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
+    return "[" + ", ".join(_literal(v) for v in values) + "]"
 
 
 def filter_expression(search_filter: chunk_pb2.SearchFilter) -> str:
@@ -58,26 +70,52 @@ def filter_expression(search_filter: chunk_pb2.SearchFilter) -> str:
         clauses.append(f"doc_id in {_expr_list(list(search_filter.doc_ids))}")
     if search_filter.block_types:
         clauses.append(f"block_type in {_expr_list([int(b) for b in search_filter.block_types])}")
+    clauses.extend(milvus_metadata_clauses(metadata_pairs(search_filter)))
+    groups = acl_clause_groups(search_filter)
+    if groups is not None:
+        # acl is "|g1|g2|" ("" = public); LIKE wildcards in group names are escaped
+        allowed = "".join(f" or acl like {_literal('%|' + _like_escape(g) + '|%')}" for g in groups)
+        clauses.append(f'(acl == ""{allowed})')
     return " and ".join(clauses)
+
+
+def _acl_value(chunk: chunk_pb2.KnowledgeChunk) -> str:
+    groups = chunk_groups(chunk)
+    return "|" + "|".join(groups) + "|" if groups else ""
+
+
+def _like_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 class MilvusVectorStore:
     def __init__(self, uri: str, *, kb: str, model_id: str, dimension: int, index_type: str = "AUTOINDEX",
-                 metric: str = "COSINE"):
+                 metric: str = "COSINE", index_params: dict | None = None, search_params: dict | None = None,
+                 timeout_s: float = 5.0, search_consistency: str = "Session"):
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if search_consistency not in CONSISTENCY_LEVELS:
+            raise ValueError(f"search_consistency {search_consistency!r} must be one of {', '.join(CONSISTENCY_LEVELS)}")
+        self._search_consistency = search_consistency
         self._client = milvus_client(uri)
         self.uri = uri
         self.dimension = dimension
         self.metric = metric
+        self._index_params = dict(index_params or {})
+        self._search_params = {"metric_type": metric, "params": dict(search_params or {})}
+        # every server call carries this deadline, so a dead or hung server fails the dense route fast
+        self._timeout = timeout_s
         self.collection = collection_name(kb, model_id, dimension)
         self._lock = threading.Lock()
+        self._has_acl = True
         self._ensure_collection(index_type)
 
     def _ensure_collection(self, index_type: str) -> None:
         from pymilvus import DataType
 
         client = self._client
-        if client.has_collection(self.collection):
-            existing = client.describe_collection(self.collection)
+        if client.has_collection(self.collection, timeout=ADMIN_TIMEOUT_S):
+            existing = client.describe_collection(self.collection, timeout=ADMIN_TIMEOUT_S)
             for field in existing["fields"]:
                 if field["name"] == "vector":
                     found = int(field["params"]["dim"])
@@ -86,19 +124,28 @@ class MilvusVectorStore:
                             f"collection {self.collection} holds {found}-d vectors but the configured embedder "
                             f"produces {self.dimension}-d; re-index into a new knowledge base instead of mixing models"
                         )
-            client.load_collection(self.collection)
+            self._has_acl = any(field["name"] == "acl" for field in existing["fields"])
+            client.load_collection(self.collection, timeout=ADMIN_TIMEOUT_S)
             return
         schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=ID_MAX)
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dimension)
+        # namespace is a plain field filtered inside every query, not a partition key: Milvus Lite 2.5.1
+        # rejects any filter on a partition-key field, and a Milvus 2.3.5 server answers query() with a
+        # partition-key filter with no rows (search works), which would break delete-by-document.
         schema.add_field("namespace", DataType.VARCHAR, max_length=NAMESPACE_MAX)
         schema.add_field("doc_id", DataType.VARCHAR, max_length=DOC_ID_MAX)
         schema.add_field("block_type", DataType.INT64)
         schema.add_field("payload", DataType.JSON)
+        schema.add_field("acl", DataType.VARCHAR, max_length=ACL_MAX)
         index = client.prepare_index_params()
-        index.add_index(field_name="vector", index_type=index_type, metric_type=self.metric)
-        client.create_collection(self.collection, schema=schema, index_params=index)
-        client.load_collection(self.collection)
+        index.add_index(field_name="vector", index_type=index_type, metric_type=self.metric,
+                        params=self._index_params)
+        # Strong by default: counts, chunk ids and deletes see every write, like the keyword stores;
+        # searches use `search_consistency` instead (Strong costs a time tick per search)
+        client.create_collection(self.collection, schema=schema, index_params=index, consistency_level="Strong",
+                                 timeout=ADMIN_TIMEOUT_S)
+        client.load_collection(self.collection, timeout=ADMIN_TIMEOUT_S)
 
     def upsert(self, chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray) -> None:
         if len(chunks) != len(vectors):
@@ -113,12 +160,16 @@ class MilvusVectorStore:
                 "doc_id": c.doc_id,
                 "block_type": int(c.block_type),
                 "payload": json_format.MessageToDict(c, preserving_proto_field_name=True),
+                "acl": _acl_value(c),
             }
             for c, v in zip(chunks, vectors)
         ]
+        if not self._has_acl:
+            for row in rows:
+                del row["acl"]
         with self._lock:
             for start in range(0, len(rows), 256):
-                self._client.upsert(self.collection, rows[start:start + 256])
+                self._client.upsert(self.collection, rows[start:start + 256], timeout=self._timeout)
 
     def delete_ids(self, chunk_ids: Sequence[str]) -> int:
         if not chunk_ids:
@@ -126,18 +177,24 @@ class MilvusVectorStore:
         present = self._existing(chunk_ids)
         if present:
             with self._lock:
-                self._client.delete(self.collection, ids=sorted(present))
+                self._client.delete(self.collection, ids=sorted(present), timeout=self._timeout)
         return len(present)
 
     def delete_document(self, namespace: str, doc_id: str) -> int:
         return self.delete_ids(sorted(self.chunk_ids(namespace, doc_id)))
 
     def search(self, vector: np.ndarray, search_filter: chunk_pb2.SearchFilter, limit: int) -> list[chunk_pb2.Candidate]:
+        if search_filter.acl_enforced and not self._has_acl:
+            raise FailedPrecondition(
+                f"collection {self.collection} was created before document ACLs and cannot filter by them; "
+                "re-ingest its documents into a new knowledge base to search it with ACLs"
+            )
         with self._lock:
             hits = self._client.search(
                 self.collection, data=[np.asarray(vector, dtype=np.float32).tolist()], limit=limit,
                 filter=filter_expression(search_filter), output_fields=["payload"],
-                search_params={"metric_type": self.metric},
+                search_params=self._search_params, timeout=self._timeout,
+                consistency_level=self._search_consistency,
             )[0]
         candidates = []
         for rank, hit in enumerate(hits, start=1):
@@ -148,25 +205,38 @@ class MilvusVectorStore:
         return candidates
 
     def chunk_ids(self, namespace: str, doc_id: str) -> set[str]:
-        expr = f"namespace == {json.dumps(namespace)} and doc_id == {json.dumps(doc_id)}"
+        expr = f"namespace == {_literal(namespace)} and doc_id == {_literal(doc_id)}"
         with self._lock:
-            rows = self._client.query(self.collection, filter=expr, output_fields=["id"])
+            rows = self._client.query(self.collection, filter=expr, output_fields=["id"], timeout=self._timeout)
         return {r["id"] for r in rows}
+
+    def chunks_by_group(self, namespaces: Sequence[str], group_ids: Sequence[str]) -> list[chunk_pb2.KnowledgeChunk]:
+        """Every stored part of the given split groups, ordered by group then part_index."""
+        namespaces, group_ids = sibling_fetch_args(namespaces, group_ids)
+        if not group_ids:
+            return []
+        expr = f'namespace in {_expr_list(namespaces)} and payload["group_id"] in {_expr_list(group_ids)}'
+        with self._lock:
+            rows = self._client.query(self.collection, filter=expr, output_fields=["payload"], timeout=self._timeout)
+        chunks = [json_format.ParseDict(r["payload"], chunk_pb2.KnowledgeChunk()) for r in rows]
+        order = {g: i for i, g in enumerate(group_ids)}
+        return sorted(chunks, key=lambda c: (order[c.group_id], c.part_index, c.position))
 
     def count(self) -> int:
         with self._lock:
-            rows = self._client.query(self.collection, filter="", output_fields=["count(*)"])
+            rows = self._client.query(self.collection, filter="", output_fields=["count(*)"],
+                                      timeout=self._timeout)
         return int(rows[0]["count(*)"])
 
     def drop(self) -> None:
         with self._lock:
-            self._client.drop_collection(self.collection)
+            self._client.drop_collection(self.collection, timeout=ADMIN_TIMEOUT_S)
 
     def _existing(self, chunk_ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
         for start in range(0, len(chunk_ids), 500):
             batch = list(chunk_ids[start:start + 500])
             with self._lock:
-                rows = self._client.get(self.collection, ids=batch, output_fields=["id"])
+                rows = self._client.get(self.collection, ids=batch, output_fields=["id"], timeout=self._timeout)
             found.update(r["id"] for r in rows)
         return found

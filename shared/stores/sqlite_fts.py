@@ -8,13 +8,16 @@ match. Namespace and other filters are part of the same SQL statement as MATCH.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from shared.contracts import chunk_pb2
-from shared.stores.base import require_namespaces
+from shared.stores.acl import acl_clause_groups, chunk_groups
+from shared.stores.base import require_namespaces, sibling_fetch_args
+from shared.stores.filters import metadata_pairs
 from shared.text import Analyzer, analyze, query_terms
 
 SCHEMA = """
@@ -45,6 +48,9 @@ class SqliteFtsKeywordStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
+        self._ensure_group_column()
+        self._ensure_acl_column()
+        self._ensure_metadata_column()
 
     def upsert(self, chunks: Sequence[chunk_pb2.KnowledgeChunk]) -> None:
         rows = [(c, " ".join(analyze(_indexed_text(c), self._analyzer))) for c in chunks]
@@ -56,6 +62,12 @@ class SqliteFtsKeywordStore:
                     (chunk.chunk_id, chunk.namespace, chunk.doc_id, int(chunk.block_type), chunk.SerializeToString()),
                 )
                 self._db.execute("INSERT INTO chunks_fts(rowid, terms) VALUES (?, ?)", (cursor.lastrowid, terms))
+                if chunk.group_id:
+                    self._db.execute("UPDATE chunks SET group_id = ? WHERE rowid = ?", (chunk.group_id, cursor.lastrowid))
+                self._db.execute("UPDATE chunks SET acl = ? WHERE rowid = ?",
+                                 (json.dumps(chunk_groups(chunk), ensure_ascii=False), cursor.lastrowid))
+                self._db.execute("UPDATE chunks SET metadata = ? WHERE rowid = ?",
+                                 (json.dumps(dict(chunk.metadata), ensure_ascii=False), cursor.lastrowid))
 
     def delete_ids(self, chunk_ids: Sequence[str]) -> int:
         with self._lock, _transaction(self._db):
@@ -78,6 +90,15 @@ class SqliteFtsKeywordStore:
         if search_filter.block_types:
             where.append(f"c.block_type IN ({_marks(search_filter.block_types)})")
             params.extend(int(b) for b in search_filter.block_types)
+        for key, value in metadata_pairs(search_filter):
+            where.append("EXISTS (SELECT 1 FROM json_each(c.metadata) WHERE key = ? AND value = ?)")
+            params.extend((key, value))
+        groups = acl_clause_groups(search_filter)
+        if groups is not None:
+            # public chunks (no ACL) or one of the caller's groups, inside the same statement as MATCH
+            allowed = f"EXISTS (SELECT 1 FROM json_each(c.acl) WHERE value IN ({_marks(groups)}))" if groups else "0"
+            where.append(f"(c.acl = '[]' OR {allowed})")
+            params.extend(groups)
         sql = (
             "SELECT c.payload, bm25(chunks_fts) AS rank FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
             f"WHERE chunks_fts MATCH ? AND {' AND '.join(where)} ORDER BY rank LIMIT ?"
@@ -108,6 +129,20 @@ class SqliteFtsKeywordStore:
             ).fetchall()
         return [chunk_pb2.KnowledgeChunk.FromString(r[0]) for r in rows]
 
+    def chunks_by_group(self, namespaces: Sequence[str], group_ids: Sequence[str]) -> list[chunk_pb2.KnowledgeChunk]:
+        """Every stored part of the given split groups, ordered by group then part_index."""
+        namespaces, group_ids = sibling_fetch_args(namespaces, group_ids)
+        if not group_ids:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT payload FROM chunks WHERE namespace IN ({_marks(namespaces)}) "
+                f"AND group_id IN ({_marks(group_ids)})", [*namespaces, *group_ids],
+            ).fetchall()
+        chunks = [chunk_pb2.KnowledgeChunk.FromString(r[0]) for r in rows]
+        order = {g: i for i, g in enumerate(group_ids)}
+        return sorted(chunks, key=lambda c: (order[c.group_id], c.part_index, c.position))
+
     def count(self) -> int:
         with self._lock:
             return self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
@@ -120,6 +155,47 @@ class SqliteFtsKeywordStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def _ensure_metadata_column(self) -> None:
+        """Add the metadata column (metadata filters) to a database created before it existed."""
+        if "metadata" in {row[1] for row in self._db.execute("PRAGMA table_info(chunks)")}:
+            return
+        with self._lock, _transaction(self._db):
+            if "metadata" in {row[1] for row in self._db.execute("PRAGMA table_info(chunks)")}:
+                return  # another process migrated it first
+            self._db.execute("ALTER TABLE chunks ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}'")
+            for rowid, payload in self._db.execute("SELECT rowid, payload FROM chunks").fetchall():
+                metadata = dict(chunk_pb2.KnowledgeChunk.FromString(payload).metadata)
+                if metadata:
+                    self._db.execute("UPDATE chunks SET metadata = ? WHERE rowid = ?",
+                                     (json.dumps(metadata, ensure_ascii=False), rowid))
+
+    def _ensure_acl_column(self) -> None:
+        """Add the ACL column to a database created before ACLs existed, filled from each stored chunk."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(chunks)")}
+        if "acl" in columns:
+            return
+        with self._lock, _transaction(self._db):
+            if "acl" in {row[1] for row in self._db.execute("PRAGMA table_info(chunks)")}:
+                return  # another process migrated it first
+            self._db.execute("ALTER TABLE chunks ADD COLUMN acl TEXT NOT NULL DEFAULT '[]'")
+            for rowid, payload in self._db.execute("SELECT rowid, payload FROM chunks").fetchall():
+                groups = chunk_groups(chunk_pb2.KnowledgeChunk.FromString(payload))
+                if groups:
+                    self._db.execute("UPDATE chunks SET acl = ? WHERE rowid = ?",
+                                     (json.dumps(groups, ensure_ascii=False), rowid))
+
+    def _ensure_group_column(self) -> None:
+        """Add the split-group column (sibling fetch) to a database created before it existed."""
+        if "group_id" not in {row[1] for row in self._db.execute("PRAGMA table_info(chunks)")}:
+            with self._lock, _transaction(self._db):
+                if "group_id" not in {row[1] for row in self._db.execute("PRAGMA table_info(chunks)")}:
+                    self._db.execute("ALTER TABLE chunks ADD COLUMN group_id TEXT NOT NULL DEFAULT ''")
+                    for rowid, payload in self._db.execute("SELECT rowid, payload FROM chunks").fetchall():
+                        group_id = chunk_pb2.KnowledgeChunk.FromString(payload).group_id
+                        if group_id:
+                            self._db.execute("UPDATE chunks SET group_id = ? WHERE rowid = ?", (group_id, rowid))
+        self._db.execute("CREATE INDEX IF NOT EXISTS chunks_by_group ON chunks(namespace, group_id)")
 
     def _delete_ids_locked(self, chunk_ids: Sequence[str]) -> int:
         deleted = 0

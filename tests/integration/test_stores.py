@@ -87,3 +87,13 @@ def test_milvus_refuses_a_collection_of_another_dimension(milvus_uri):
     # the collection name carries model and dimension, so a different model never shares it
     other = MilvusVectorStore(milvus_uri, kb="kb", model_id="test", dimension=8)
     assert other.collection != store.collection
+
+
+def test_milvus_finds_documents_and_namespaces_named_in_chinese(milvus_uri):
+    store = MilvusVectorStore(milvus_uri, kb="kb", model_id="test", dimension=2)
+    store.upsert([chunk("c1", "x", namespace="团队甲", doc_id="zh/使用手册.md"),
+                  chunk("c2", "y", namespace="团队甲", doc_id="zh/常见问题.txt")], np.eye(2, dtype=np.float32))
+    assert store.chunk_ids("团队甲", "zh/使用手册.md") == {"c1"}
+    search_filter = chunk_pb2.SearchFilter(namespaces=["团队甲"], doc_ids=["zh/常见问题.txt"])
+    assert [h.chunk.chunk_id for h in store.search(np.array([1, 0], dtype=np.float32), search_filter, 5)] == ["c2"]
+    assert store.delete_document("团队甲", "zh/使用手册.md") == 1

@@ -1,0 +1,326 @@
+"""Real search engines on loopback for tests and local stacks: an Elasticsearch node and a Milvus server.
+
+    python scripts/engines.py up --dir D      # start both, print their URLs, return when healthy
+    python scripts/engines.py down --dir D    # stop what `up` started in D
+
+As a module: `start_elasticsearch(dir)` -> handle with `.url`, `.pid`, `.stop()`, `.start()`;
+`start_milvus(dir)` -> handle with `.uri`, `.pid`, `.stop()`, `.start()`. Ports are chosen free when
+a handle is made and kept, so an Elasticsearch node stopped and started again comes back on the same
+URL with its data. Milvus 2.3.5 restarted on the same data directory did not report healthy within
+120 s here (its components wait on the previous process's etcd sessions: "node not match"), so fault
+tests freeze and resume the Milvus process instead of restarting it.
+
+Elasticsearch: the official server jar and its Netty HTTP/transport module come from Maven
+Central (`scripts/elasticsearch/pom.xml`, resolved once with `mvn dependency:build-classpath`);
+`scripts/elasticsearch/ElasticsearchNode.java` runs one node in one JVM (-Xmx1g) with the module
+laid out as in the official distribution. No x-pack (security off) and no ingest-geoip module (so no
+GeoIP downloader). Needs Java 17 + Maven. Milvus: the `milvus` PyPI package's standalone server
+(embedded etcd, local storage). Its wrapper ignores SIGTERM, so the handle owns the server process
+itself and kills it when a clean stop times out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ES_VERSION = "8.14.3"
+ES_DIR = Path(__file__).resolve().parent / "elasticsearch"
+ES_MODULE_JARS = ("transport-netty4", "elasticsearch-ssl-config", "netty-")
+ES_MODULE_DESCRIPTOR = f"""description=Netty 4 based transport implementation
+version={ES_VERSION}
+name=transport-netty4
+classname=org.elasticsearch.transport.netty4.Netty4Plugin
+java.version=17
+elasticsearch.version={ES_VERSION}
+extended.plugins=
+has.native.controller=false
+modulename=org.elasticsearch.transport.netty4
+"""
+
+
+class EngineError(RuntimeError):
+    """An engine could not be prepared, started or stopped."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_http(url: str, ok, timeout_s: float, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise EngineError(f"{url}: process exited with {process.returncode}; last log lines:\n{_tail(log)}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if ok(response.read().decode("utf-8", "replace")):
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.3)
+    raise EngineError(f"{url} not healthy after {timeout_s}s; last log lines:\n{_tail(log)}")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+def _terminate(process: subprocess.Popen | None, grace_s: float) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+# ---------------------------------------------------------------- Elasticsearch
+
+
+def elasticsearch_classpath(cache: Path) -> tuple[list[str], list[str]]:
+    """(server jars, Netty module jars), resolved from Maven Central once and cached in `cache`."""
+    cache.mkdir(parents=True, exist_ok=True)
+    listing = cache / f"classpath-{ES_VERSION}.txt"
+    if not listing.exists():
+        if shutil.which("mvn") is None:
+            raise EngineError("Maven (mvn) is needed to fetch Elasticsearch from Maven Central; apt-get install maven")
+        result = subprocess.run(
+            ["mvn", "-q", "-B", "-f", str(ES_DIR / "pom.xml"), "dependency:build-classpath",
+             f"-Dmdep.outputFile={listing}"], capture_output=True, text=True)
+        if result.returncode != 0 or not listing.exists():
+            raise EngineError(f"resolving Elasticsearch {ES_VERSION} from Maven Central failed:\n"
+                              f"{result.stdout[-2000:]}{result.stderr[-2000:]}")
+    jars = [j for j in listing.read_text().strip().split(os.pathsep) if j]
+    module = [j for j in jars if Path(j).name.startswith(ES_MODULE_JARS)]
+    return [j for j in jars if j not in module], module
+
+
+def _compile_launcher(cache: Path, server_jars: list[str]) -> Path:
+    classes = cache / "classes"
+    source = ES_DIR / "ElasticsearchNode.java"
+    compiled = classes / "ElasticsearchNode.class"
+    if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
+        result = subprocess.run(["javac", "-d", str(classes), "-cp", os.pathsep.join(server_jars), str(source)],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise EngineError(f"compiling {source.name} failed:\n{result.stderr[-2000:]}")
+    return classes
+
+
+class ElasticsearchNode:
+    """One real Elasticsearch node in its own JVM; data under `home`, kept across stop/start."""
+
+    def __init__(self, home: Path, *, heap: str = "1g", cache: Path | None = None):
+        if shutil.which("java") is None:
+            raise EngineError("Java 17 is needed to run Elasticsearch; apt-get install openjdk-17-jre-headless")
+        self.home = Path(home).resolve()
+        self.heap = heap
+        self.cache = Path(cache) if cache else Path.home() / ".cache" / "ragkb" / "elasticsearch"
+        self.http_port = free_port()
+        self.transport_port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self, timeout_s: float = 180) -> ElasticsearchNode:
+        server, module = elasticsearch_classpath(self.cache)
+        classes = _compile_launcher(self.cache, server)
+        module_dir = self.home / "modules" / "transport-netty4"
+        module_dir.mkdir(parents=True, exist_ok=True)
+        for jar in module:
+            if not (module_dir / Path(jar).name).exists():
+                shutil.copy2(jar, module_dir)
+        (module_dir / "plugin-descriptor.properties").write_text(ES_MODULE_DESCRIPTOR)
+        log = self.home / "node.log"
+        command = ["java", f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                   "-Djava.awt.headless=true", "-Dlog4j2.disable.jmx=true",
+                   "--module-path", os.pathsep.join(server), "--add-modules", "ALL-MODULE-PATH",
+                   "-cp", str(classes), "ElasticsearchNode", str(self.home), str(self.http_port),
+                   str(self.transport_port)]
+        with open(log, "ab") as handle:
+            self.process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            _wait_http(f"{self.url}/_cluster/health", lambda body: '"status":"green"' in body
+                       or '"status":"yellow"' in body, timeout_s, self.process, log)
+        except BaseException:
+            self.stop()  # never leave a half-started JVM behind
+            raise
+        return self
+
+    def stop(self, grace_s: float = 30) -> None:
+        """SIGTERM runs the node's shutdown hook (a clean close); SIGKILL only if that hangs."""
+        _terminate(self.process, grace_s)
+        self.process = None
+
+
+def start_elasticsearch(home: Path | str, **options) -> ElasticsearchNode:
+    return ElasticsearchNode(Path(home), **options).start()
+
+
+# ---------------------------------------------------------------- Milvus
+
+
+class MilvusServer:
+    """The Milvus standalone server of the `milvus` package; data under `base`, kept across stop/start."""
+
+    def __init__(self, base: Path):
+        try:
+            import milvus  # noqa: F401  (the package carries the server binary)
+        except ImportError:
+            raise EngineError("the Milvus server needs `pip install milvus==2.3.5`") from None
+        self.base = Path(base).resolve()
+        self.port = free_port()
+        self.health_port = free_port()
+        self._server = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        process = self._server.server_proc if self._server else None
+        return process.pid if process else None
+
+    def start(self, timeout_s: float = 120) -> MilvusServer:
+        from milvus import MilvusServer as PackagedServer
+        from milvus import MilvusServerConfig
+
+        self.base.mkdir(parents=True, exist_ok=True)
+        server = PackagedServer(MilvusServerConfig(data_dir=str(self.base)), wait_for_started=False)
+        # the proxy port is pinned (a restart must come back on the same URI); the package moves the
+        # other internal ports up from their defaults until they are free
+        server.config.set("proxy_port", self.port)
+        server.webservice_port = self.health_port
+        # a short session lease: after a crash or kill the restarted server need not wait out the
+        # previous process's 30 s registrations before it reports healthy
+        server.config.set("common.session.ttl", 5)
+        server.start()
+        self._server = server
+        log = self.base / "logs" / "milvus-stdout.log"
+        try:
+            _wait_http(f"http://127.0.0.1:{self.health_port}/healthz", lambda body: "OK" in body, timeout_s,
+                       server.server_proc, log)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, grace_s: float = 10) -> None:
+        if self._server is None:
+            return
+        _terminate(self._server.server_proc, grace_s)
+        self._server.server_proc = None
+        self._server.stop()  # closes its log files
+        self._server = None
+
+
+def start_milvus(base: Path | str) -> MilvusServer:
+    return MilvusServer(Path(base)).start()
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def _serve(directory: Path) -> int:
+    """Run both engines until SIGTERM/SIGINT; `up` runs this detached and `down` signals it."""
+    es = start_elasticsearch(directory / "elasticsearch")
+    try:
+        mv = start_milvus(directory / "milvus")
+    except Exception:
+        es.stop()
+        raise
+    state = {"pid": os.getpid(), "elasticsearch": es.url, "milvus": mv.uri}
+    (directory / "engines.json").write_text(json.dumps(state))
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stopping.append(1))
+    while not stopping:
+        time.sleep(0.5)
+    mv.stop()
+    es.stop()
+    (directory / "engines.json").unlink(missing_ok=True)
+    return 0
+
+
+def _up(directory: Path, timeout_s: float) -> int:
+    directory.mkdir(parents=True, exist_ok=True)
+    state_file = directory / "engines.json"
+    state_file.unlink(missing_ok=True)
+    with open(directory / "engines.log", "ab") as log:
+        process = subprocess.Popen([sys.executable, __file__, "serve", "--dir", str(directory)], stdout=log,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if state_file.exists():
+            state = json.loads(state_file.read_text())
+            print(f"elasticsearch {state['elasticsearch']}\nmilvus {state['milvus']}\n(pid {state['pid']})")
+            return 0
+        if process.poll() is not None:
+            print(f"engines failed to start:\n{_tail(directory / 'engines.log', 30)}", file=sys.stderr)
+            return 1
+        time.sleep(0.5)
+    print(f"engines not up after {timeout_s}s; see {directory / 'engines.log'}", file=sys.stderr)
+    return 1
+
+
+def _down(directory: Path) -> int:
+    state_file = directory / "engines.json"
+    if not state_file.exists():
+        print(f"no engines running from {directory}")
+        return 0
+    pid = json.loads(state_file.read_text())["pid"]
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        state_file.unlink(missing_ok=True)
+        return 0
+    for _ in range(120):
+        if not state_file.exists():
+            break
+        time.sleep(0.5)
+    print(f"engines stopped (pid {pid})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("action", choices=["up", "down", "serve"])
+    parser.add_argument("--dir", required=True, type=Path, help="where the engines keep data, logs and state")
+    parser.add_argument("--timeout", type=float, default=300)
+    args = parser.parse_args(argv)
+    directory = args.dir.resolve()
+    if args.action == "up":
+        return _up(directory, args.timeout)
+    if args.action == "down":
+        return _down(directory)
+    return _serve(directory)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

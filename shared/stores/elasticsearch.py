@@ -1,0 +1,268 @@
+"""Keyword store on Elasticsearch 8 (BM25), the production counterpart of the SQLite FTS5 store.
+
+Layout: one index per knowledge base; namespace is a `keyword` field applied as
+a filter clause of every query. Index-per-namespace was rejected: tenants are
+many and small, every index costs shards and heap on the cluster, and a query
+over several namespaces would fan out over indices. The price is that BM25's
+document statistics are shared by the namespaces of one KB, which shifts scores
+slightly but never leaks a chunk (the filter is inside the query).
+
+Tokenization: `terms` holds the output of `shared.text.analyze` (jieba words or
+characters for CJK, lower-cased Latin words), Latin words Porter-stemmed as the
+embedded engine's FTS5 `porter` tokenizer does, indexed with the `whitespace`
+analyzer: Elasticsearch and the embedded engine see the same tokens at index and
+query time. (Stemming happens here rather than in an ES analyzer because the
+stemmer filters live in ES's analysis-common module, which a minimal node need
+not have.) The full chunk is kept (protobuf, base64) so the BM25 route can
+answer alone when the vector store is down.
+
+Failure behaviour: short request timeouts and bounded retries on connection
+errors and 429/502/503/504, so a dead node makes the route fail fast (the
+retriever then reports it degraded) instead of hanging a query.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import threading
+from collections.abc import Iterable, Sequence
+
+from shared.contracts import chunk_pb2
+from shared.errors import FailedPrecondition, Unavailable
+from shared.stores.acl import acl_clause_groups, chunk_groups
+from shared.stores.base import require_namespaces, sibling_fetch_args
+from shared.stores.filters import metadata_pairs, metadata_terms
+from shared.text import Analyzer, analyze, query_terms
+
+SCHEMA_VERSION = 1
+BULK_BATCH = 500
+PAGE = 1000
+REFRESH_POLICIES = ("wait_for", "true", "false")
+_PREFIX = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+
+MAPPINGS = {
+    "dynamic": "strict",
+    "properties": {
+        "chunk_id": {"type": "keyword"},
+        "namespace": {"type": "keyword"},
+        "doc_id": {"type": "keyword"},
+        "group_id": {"type": "keyword"},
+        "block_type": {"type": "integer"},
+        "part_index": {"type": "integer"},
+        "acl": {"type": "keyword"},
+        "meta": {"type": "keyword"},
+        "terms": {"type": "text", "analyzer": "whitespace"},
+        "payload": {"type": "binary"},
+    },
+}
+
+
+_stemmers = threading.local()  # a snowball stemmer keeps state between calls: one per thread
+
+
+def porter(tokens: Iterable[str]) -> list[str]:
+    """Porter-stem plain Latin words (as FTS5's porter tokenizer does); CJK words and numbers stay as they are."""
+    stemmer = getattr(_stemmers, "porter", None)
+    if stemmer is None:
+        import snowballstemmer
+
+        stemmer = _stemmers.porter = snowballstemmer.stemmer("porter")
+    return [stemmer.stemWord(t) if t.isascii() and t.isalpha() else t for t in tokens]
+
+
+def index_name(prefix: str, kb: str) -> str:
+    """Index names must be lower-case; a KB name with capitals gets a hash suffix so 'A' and 'a' differ."""
+    name = f"{prefix}-kb-{kb.lower()}"
+    if kb != kb.lower():
+        name += "-" + hashlib.sha1(kb.encode()).hexdigest()[:8]
+    return name
+
+
+class ElasticsearchKeywordStore:
+    """BM25 over pre-analyzed chunk text in one Elasticsearch index per knowledge base."""
+
+    def __init__(self, hosts: Sequence[str], *, kb: str, index_prefix: str = "ragkb", analyzer: Analyzer = "jieba",
+                 request_timeout_s: float = 5.0, max_retries: int = 2, refresh: str = "wait_for",
+                 shards: int = 1, replicas: int = 0):
+        hosts = [h for h in hosts if h]
+        if not hosts or not all(h.startswith(("http://", "https://")) for h in hosts):
+            raise ValueError(f"elasticsearch hosts must be http(s):// URLs, got {list(hosts)!r}")
+        if not _PREFIX.match(index_prefix):
+            raise ValueError(f"index_prefix {index_prefix!r} must be 1-40 lower-case letters, digits, '-' or '_'")
+        if refresh not in REFRESH_POLICIES:
+            raise ValueError(f"refresh {refresh!r} must be one of {', '.join(REFRESH_POLICIES)}")
+        if request_timeout_s <= 0:
+            raise ValueError(f"request_timeout_s must be positive, got {request_timeout_s}")
+        from elasticsearch import Elasticsearch
+
+        self.hosts = hosts
+        self.index = index_name(index_prefix, kb)
+        self._analyzer = analyzer
+        self._refresh = refresh
+        self._client = Elasticsearch(hosts, request_timeout=request_timeout_s, max_retries=max_retries,
+                                     retry_on_timeout=True, retry_on_status=(429, 502, 503, 504))
+        self._lock = threading.Lock()
+        self._guard(self._ensure_index, shards, replicas)
+
+    def _ensure_index(self, shards: int, replicas: int) -> None:
+        indices = self._client.indices
+        if indices.exists(index=self.index):
+            meta = indices.get_mapping(index=self.index)[self.index]["mappings"].get("_meta", {})
+            if meta.get("analyzer") != self._analyzer:
+                raise FailedPrecondition(
+                    f"index {self.index} was built with the {meta.get('analyzer')!r} analyzer but the knowledge base "
+                    f"is configured with {self._analyzer!r}; re-index into a new knowledge base to change analyzers"
+                )
+            return
+        from elasticsearch import BadRequestError
+
+        mappings = {**MAPPINGS, "_meta": {"analyzer": self._analyzer, "stemmer": "porter",
+                                          "schema_version": SCHEMA_VERSION}}
+        try:
+            indices.create(index=self.index, mappings=mappings,
+                           settings={"number_of_shards": shards, "number_of_replicas": replicas})
+        except BadRequestError as error:
+            if error.error != "resource_already_exists_exception":  # another process created it first
+                raise
+
+    def upsert(self, chunks: Sequence[chunk_pb2.KnowledgeChunk]) -> None:
+        for start in range(0, len(chunks), BULK_BATCH):
+            batch = chunks[start:start + BULK_BATCH]
+            operations: list[dict] = []
+            for chunk in batch:
+                operations.append({"index": {"_index": self.index, "_id": chunk.chunk_id}})
+                operations.append(self._document(chunk))
+            response = self._guard(self._client.bulk, operations=operations, refresh=self._refresh)
+            failures = [(item["index"]["_id"], item["index"].get("error"))
+                        for item in response["items"] if item["index"].get("error")]
+            if failures:
+                shown = "; ".join(f"{cid}: {_reason(err)}" for cid, err in failures[:3])
+                raise FailedPrecondition(f"elasticsearch rejected {len(failures)} of {len(batch)} chunks in "
+                                         f"{self.index}: {shown}")
+
+    def _document(self, chunk: chunk_pb2.KnowledgeChunk) -> dict:
+        return {
+            "chunk_id": chunk.chunk_id,
+            "namespace": chunk.namespace,
+            "doc_id": chunk.doc_id,
+            "group_id": chunk.group_id,
+            "block_type": int(chunk.block_type),
+            "part_index": chunk.part_index,
+            "acl": chunk_groups(chunk),
+            "meta": metadata_terms(chunk.metadata),
+            "terms": " ".join(porter(analyze(chunk.content or chunk.raw_content, self._analyzer))),
+            "payload": base64.b64encode(chunk.SerializeToString()).decode("ascii"),
+        }
+
+    def delete_ids(self, chunk_ids: Sequence[str]) -> int:
+        deleted = 0
+        ids = list(dict.fromkeys(chunk_ids))
+        for start in range(0, len(ids), BULK_BATCH):
+            operations = [{"delete": {"_index": self.index, "_id": cid}} for cid in ids[start:start + BULK_BATCH]]
+            response = self._guard(self._client.bulk, operations=operations, refresh=self._refresh)
+            for item in response["items"]:
+                result = item["delete"]
+                if result.get("result") == "deleted":
+                    deleted += 1
+                elif result.get("status") != 404:
+                    raise FailedPrecondition(f"elasticsearch could not delete {result['_id']} from {self.index}: "
+                                             f"{_reason(result.get('error'))}")
+        return deleted
+
+    def delete_document(self, namespace: str, doc_id: str) -> int:
+        return self.delete_ids(sorted(self.chunk_ids(namespace, doc_id)))
+
+    def search(self, query: str, search_filter: chunk_pb2.SearchFilter, limit: int) -> list[chunk_pb2.Candidate]:
+        filters = query_filters(search_filter)
+        terms = list(dict.fromkeys(porter(query_terms(query, self._analyzer))))
+        if not terms:
+            return []
+        body = {"bool": {"must": [{"match": {"terms": {"query": " ".join(terms)}}}], "filter": filters}}
+        response = self._guard(self._client.search, index=self.index, query=body, size=limit,
+                               source=["payload"], track_total_hits=False)
+        candidates = []
+        for rank, hit in enumerate(response["hits"]["hits"], start=1):
+            chunk = _chunk(hit)
+            score = float(hit["_score"])
+            candidates.append(chunk_pb2.Candidate(chunk=chunk, score=score, route=chunk_pb2.ROUTE_BM25,
+                                                  bm25_rank=rank, bm25_score=score))
+        return candidates
+
+    def chunk_ids(self, namespace: str, doc_id: str) -> set[str]:
+        query = {"bool": {"filter": [{"term": {"namespace": namespace}}, {"term": {"doc_id": doc_id}}]}}
+        return {hit["_id"] for hit in self._scan(query, source=False)}
+
+    def chunks_by_group(self, namespaces: Sequence[str], group_ids: Sequence[str]) -> list[chunk_pb2.KnowledgeChunk]:
+        """Every stored part of the given split groups, ordered by group then part_index."""
+        namespaces, group_ids = sibling_fetch_args(namespaces, group_ids)
+        if not group_ids:
+            return []
+        query = {"bool": {"filter": [{"terms": {"namespace": namespaces}}, {"terms": {"group_id": group_ids}}]}}
+        chunks = [_chunk(hit) for hit in self._scan(query, source=["payload"])]
+        order = {g: i for i, g in enumerate(group_ids)}
+        return sorted(chunks, key=lambda c: (order[c.group_id], c.part_index, c.position))
+
+    def _scan(self, query: dict, *, source) -> list[dict]:
+        """All hits of a filter-only query, paged by chunk_id (search_after), independent of result size."""
+        hits: list[dict] = []
+        after = None
+        while True:
+            extra = {"search_after": after} if after else {}
+            response = self._guard(self._client.search, index=self.index, query=query, size=PAGE, source=source,
+                                   sort=[{"chunk_id": "asc"}], track_total_hits=False, **extra)
+            page = response["hits"]["hits"]
+            hits.extend(page)
+            if len(page) < PAGE:
+                return hits
+            after = page[-1]["sort"]
+
+    def count(self) -> int:
+        self._guard(self._client.indices.refresh, index=self.index)
+        return int(self._guard(self._client.count, index=self.index)["count"])
+
+    def drop(self) -> None:
+        self._guard(self._client.indices.delete, index=self.index, ignore_unavailable=True)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _guard(self, call, *args, **kwargs):
+        """Run one client call; connection failures become Unavailable naming the node."""
+        from elasticsearch import ConnectionError as EsConnectionError
+        from elasticsearch import ConnectionTimeout
+
+        try:
+            return call(*args, **kwargs)
+        except (EsConnectionError, ConnectionTimeout) as error:
+            raise Unavailable(f"elasticsearch at {', '.join(self.hosts)} is unreachable: {error}") from None
+
+
+def query_filters(search_filter: chunk_pb2.SearchFilter) -> list[dict]:
+    """The filter clauses of a search: namespaces (required), doc ids, block types, metadata, ACL."""
+    filters: list[dict] = [{"terms": {"namespace": require_namespaces(search_filter)}}]
+    if search_filter.doc_ids:
+        filters.append({"terms": {"doc_id": list(search_filter.doc_ids)}})
+    if search_filter.block_types:
+        filters.append({"terms": {"block_type": [int(b) for b in search_filter.block_types]}})
+    for term in metadata_terms(dict(metadata_pairs(search_filter))):
+        filters.append({"term": {"meta": term}})
+    groups = acl_clause_groups(search_filter)
+    if groups is not None:
+        # public chunks (no ACL) or one of the caller's groups
+        allowed: list[dict] = [{"bool": {"must_not": {"exists": {"field": "acl"}}}}]
+        if groups:
+            allowed.append({"terms": {"acl": groups}})
+        filters.append({"bool": {"should": allowed, "minimum_should_match": 1}})
+    return filters
+
+
+def _chunk(hit: dict) -> chunk_pb2.KnowledgeChunk:
+    return chunk_pb2.KnowledgeChunk.FromString(base64.b64decode(hit["_source"]["payload"]))
+
+
+def _reason(error) -> str:
+    if isinstance(error, dict):
+        return f"{error.get('type', 'error')}: {error.get('reason', '')}"
+    return str(error)

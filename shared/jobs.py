@@ -1,4 +1,9 @@
-"""Ingestion job records (SQLite under the data directory), shared by the gateway and the worker."""
+"""Ingestion job records (SQLite under the data directory), shared by the gateway and the workers.
+
+A job in a final state (done, failed, cancelled) never changes again: updates
+apply only to active jobs, so a worker that is still running a cancelled job
+cannot bring it back. Retrying makes a new job from the same saved upload.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from shared.contracts import gateway_pb2, indexer_pb2
-from shared.errors import NotFound
+from shared.errors import FailedPrecondition, NotFound
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -26,18 +31,23 @@ CREATE TABLE IF NOT EXISTS jobs (
     outcome INTEGER NOT NULL DEFAULT 0,
     metadata TEXT NOT NULL DEFAULT '{}',
     created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL
+    updated_at TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    started_at TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS jobs_by_kb ON jobs(kb, created_at);
 """
+# columns added after the first release, for job databases created before them
+_ADDED_COLUMNS = {"attempts": "INTEGER NOT NULL DEFAULT 0", "started_at": "TEXT NOT NULL DEFAULT ''"}
 
 FINAL_STATES = {gateway_pb2.JOB_STATE_DONE, gateway_pb2.JOB_STATE_FAILED, gateway_pb2.JOB_STATE_CANCELLED}
 _COLUMNS = ("job_id", "kb", "namespace", "doc_id", "filename", "state", "error", "chunks_total", "chunks_done",
-            "outcome", "created_at", "updated_at")
+            "outcome", "created_at", "updated_at", "attempts", "started_at")
+_ACTIVE = f"state NOT IN ({', '.join(str(int(state)) for state in sorted(FINAL_STATES))})"
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 class JobStore:
@@ -49,6 +59,13 @@ class JobStore:
                                    isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
+        present = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        for column, declaration in _ADDED_COLUMNS.items():
+            if column not in present:
+                try:
+                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {declaration}")
+                except sqlite3.OperationalError:  # another process added it first
+                    pass
 
     def create(self, *, kb: str, namespace: str, doc_id: str, filename: str, content: bytes,
                metadata_json: str = "{}") -> gateway_pb2.IngestJob:
@@ -82,19 +99,54 @@ class JobStore:
 
     def update(self, job_id: str, *, state: int | None = None, error: str | None = None,
                chunks_total: int | None = None, chunks_done: int | None = None, outcome: int | None = None,
-               doc_id: str | None = None) -> None:
+               doc_id: str | None = None) -> bool:
+        """Change an active job; False when the job is already final (e.g. cancelled meanwhile)."""
         changes = {k: v for k, v in dict(state=state, error=error, chunks_total=chunks_total, chunks_done=chunks_done,
                                           outcome=outcome, doc_id=doc_id).items() if v is not None}
         changes["updated_at"] = _now()
         assignments = ", ".join(f"{k} = ?" for k in changes)
         with self._lock:
-            self._db.execute(f"UPDATE jobs SET {assignments} WHERE job_id = ?", (*changes.values(), job_id))
+            cursor = self._db.execute(f"UPDATE jobs SET {assignments} WHERE job_id = ? AND {_ACTIVE}",
+                                      (*changes.values(), job_id))
+        return cursor.rowcount == 1
 
-    def list(self, kb: str, limit: int = 100) -> list[gateway_pb2.IngestJob]:
+    def start(self, job_id: str) -> bool:
+        """A worker picked the job up: count the delivery; False when the job is already final."""
+        now = _now()
         with self._lock:
-            rows = self._db.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE kb = ? ORDER BY created_at DESC LIMIT ?", (kb, limit)
-            ).fetchall()
+            cursor = self._db.execute(
+                "UPDATE jobs SET state = ?, attempts = attempts + 1, updated_at = ?, "
+                f"started_at = CASE WHEN started_at = '' THEN ? ELSE started_at END WHERE job_id = ? AND {_ACTIVE}",
+                (gateway_pb2.JOB_STATE_PARSING, now, now, job_id),
+            )
+        return cursor.rowcount == 1
+
+    def cancel(self, job_id: str) -> gateway_pb2.IngestJob:
+        if not self.update(job_id, state=gateway_pb2.JOB_STATE_CANCELLED, error="cancelled on request"):
+            raise FailedPrecondition(f"job {job_id!r} is already {_state_name(self.get(job_id).state)}; "
+                                     "only queued or running jobs can be cancelled")
+        return self.get(job_id)
+
+    def retry(self, job_id: str) -> gateway_pb2.IngestJob:
+        """A new queued job with the same document and upload as a failed or cancelled one."""
+        job = self.get(job_id)
+        if job.state not in (gateway_pb2.JOB_STATE_FAILED, gateway_pb2.JOB_STATE_CANCELLED):
+            raise FailedPrecondition(f"job {job_id!r} is {_state_name(job.state)}; only failed or cancelled jobs "
+                                     "can be retried")
+        upload, metadata_json = self.upload_of(job_id)
+        if not upload.exists():
+            raise FailedPrecondition(f"the upload of job {job_id!r} is no longer stored; upload the file again")
+        return self.create(kb=job.kb, namespace=job.namespace, doc_id=job.doc_id, filename=job.filename,
+                           content=upload.read_bytes(), metadata_json=metadata_json)
+
+    def list(self, kb: str, namespace: str = "", limit: int = 100) -> list[gateway_pb2.IngestJob]:
+        sql = f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE kb = ?"
+        params: tuple = (kb,)
+        if namespace:
+            sql += " AND namespace = ?"
+            params += (namespace,)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY created_at DESC LIMIT ?", (*params, limit or 100)).fetchall()
         return [gateway_pb2.IngestJob(**dict(zip(_COLUMNS, row))) for row in rows]
 
     def close(self) -> None:
@@ -104,3 +156,7 @@ class JobStore:
 
 def outcome_name(outcome: int) -> str:
     return indexer_pb2.IndexOutcome.Name(outcome).removeprefix("INDEX_OUTCOME_").lower()
+
+
+def _state_name(state: int) -> str:
+    return gateway_pb2.JobState.Name(state).removeprefix("JOB_STATE_").lower()

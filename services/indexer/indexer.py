@@ -5,14 +5,24 @@ first, record the new version, then delete the old version's chunks that the new
 one does not reuse. A crash in between leaves extra chunks (repairable), never a
 missing document. Chunk ids are content-derived, so chunks that did not change
 keep their id and are neither re-embedded nor rewritten.
+
+Chunks are embedded and written in batches so callers see progress. An attempt
+that is abandoned part-way (the caller cancelled or went away) is rolled back:
+the chunks it wrote are deleted and the registry entry restored. An attempt cut
+short by a crash of the indexer itself leaves the entry in `indexing`; the next
+attempt trusts only what both stores hold, so a replay ends with exactly the new
+chunk set.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from services.indexer.registry import INDEXED, INDEXING, DocumentRegistry
+from services.indexer.registry import INDEXED, INDEXING, DocumentEntry, DocumentRegistry
 from shared import components
 from shared.config import KBConfig, Settings
 from shared.contracts import chunk_pb2, indexer_pb2
@@ -29,11 +39,18 @@ class IndexReport:
     stages: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Progress:
+    chunks_done: int
+    chunks_total: int
+
+
 class Indexer:
     def __init__(self, settings: Settings, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry):
         self._settings = settings
         self._catalog = catalog
         self._registry = registry
+        self._locks = [threading.Lock() for _ in range(64)]
 
     def create_kb(self, name: str, *, description: str = "", config_yaml: str = "") -> KBConfig:
         config = self._catalog.create(name, description=description, config_yaml=config_yaml)
@@ -56,56 +73,128 @@ class Indexer:
 
     def index_document(self, kb_name: str, namespace: str, doc_id: str, content_hash: str,
                        chunks: list[chunk_pb2.KnowledgeChunk], source_uri: str = "") -> IndexReport:
+        report = None
+        for step in self.index_steps(kb_name, namespace, doc_id, content_hash, chunks, source_uri):
+            if isinstance(step, IndexReport):
+                report = step
+        return report
+
+    def index_steps(self, kb_name: str, namespace: str, doc_id: str, content_hash: str,
+                    chunks: list[chunk_pb2.KnowledgeChunk], source_uri: str = "") -> Iterator[Progress | IndexReport]:
+        """Index one document, yielding `Progress` after each written batch and the `IndexReport` last.
+
+        Closing the generator before it finishes rolls the attempt back.
+        """
         _validate_chunks(kb_name, namespace, doc_id, chunks)
         kb = self._catalog.get(kb_name)
         embedder, keyword, vector = self.open_stores(kb)
+        with self.document_lock(kb_name, namespace, doc_id):
+            yield from self._index_locked(kb, embedder, keyword, vector, namespace, doc_id, content_hash, chunks,
+                                          source_uri)
+
+    def _index_locked(self, kb, embedder, keyword, vector, namespace, doc_id, content_hash, chunks, source_uri):
+        kb_name, total = kb.name, len(chunks)
         previous = self._registry.get(kb_name, namespace, doc_id)
         new_ids = [c.chunk_id for c in chunks]
         if previous and previous.status == INDEXED and previous.content_hash == content_hash \
                 and list(previous.chunk_ids) == new_ids:
-            return IndexReport(indexer_pb2.INDEX_OUTCOME_UNCHANGED, previous.version, 0, 0)
+            if source_uri and source_uri != previous.source_uri:  # moved, same content: only the address changes
+                self._put(previous, source_uri=source_uri)
+            yield Progress(total, total)
+            yield IndexReport(indexer_pb2.INDEX_OUTCOME_UNCHANGED, previous.version, 0, 0)
+            return
 
-        version = (previous.version + 1) if previous else 1
+        if previous is None or previous.status == INDEXED:
+            present = set(previous.chunk_ids) if previous else set()
+            version = (previous.version + 1) if previous else 1
+            first = previous is None
+        else:  # an earlier attempt stopped part-way: trust only what both stores hold
+            present = keyword.chunk_ids(namespace, doc_id) & vector.chunk_ids(namespace, doc_id)
+            version = previous.version
+            first = previous.status == INDEXING and previous.version == 1
         old_ids = set(previous.chunk_ids) if previous else set()
-        fresh = [c for c in chunks if c.chunk_id not in old_ids]
+        fresh = [c for c in chunks if c.chunk_id not in present]
         for chunk in fresh:
             chunk.doc_version = version
-        stages: dict[str, float] = {}
-        # record intent first: a crash from here on leaves a registry entry a reconciler can finish
+        stages = {"embed": 0.0, "vector_write": 0.0, "keyword_write": 0.0}
+        # record intent first: a crash from here on leaves a registry entry that a replay or the reconciler finishes
         self._registry.put(kb_name, namespace, doc_id, version=version, content_hash=content_hash,
                            chunk_ids=sorted(old_ids | set(new_ids)), status=INDEXING, source_uri=source_uri)
-        started = time.perf_counter()
-        vectors = embedder.embed_documents([c.content for c in fresh])
-        stages["embed"] = _ms(started)
-        started = time.perf_counter()
-        vector.upsert(fresh, vectors)
-        stages["vector_write"] = _ms(started)
-        started = time.perf_counter()
-        keyword.upsert(fresh)
-        stages["keyword_write"] = _ms(started)
-        stale = sorted(old_ids - set(new_ids))
-        started = time.perf_counter()
-        vector.delete_ids(stale)
-        keyword.delete_ids(stale)
-        stages["delete_stale"] = _ms(started)
-        self._registry.put(kb_name, namespace, doc_id, version=version, content_hash=content_hash, chunk_ids=new_ids,
-                           status=INDEXED, source_uri=source_uri)
-        outcome = indexer_pb2.INDEX_OUTCOME_UPDATED if previous else indexer_pb2.INDEX_OUTCOME_CREATED
-        return IndexReport(outcome, version, len(fresh), len(stale), stages)
+        written: list[str] = []
+        done = total - len(fresh)
+        finished = False
+        try:
+            yield Progress(done, total)
+            batch_size = kb.embedder.batch_size
+            for start in range(0, len(fresh), batch_size):
+                batch = fresh[start:start + batch_size]
+                started = time.perf_counter()
+                vectors = embedder.embed_documents([c.content for c in batch])
+                stages["embed"] += _ms(started)
+                written.extend(c.chunk_id for c in batch)  # before the writes: a half-written batch is undone too
+                started = time.perf_counter()
+                vector.upsert(batch, vectors)
+                stages["vector_write"] += _ms(started)
+                started = time.perf_counter()
+                keyword.upsert(batch)
+                stages["keyword_write"] += _ms(started)
+                self._registry.put_chunks(kb_name, batch)
+                done += len(batch)
+                yield Progress(done, total)
+            # sweep the stores too, so chunks the registry lost track of cannot survive a new version
+            stale = sorted((old_ids | keyword.chunk_ids(namespace, doc_id) | vector.chunk_ids(namespace, doc_id))
+                           - set(new_ids))
+            started = time.perf_counter()
+            vector.delete_ids(stale)
+            keyword.delete_ids(stale)
+            stages["delete_stale"] = _ms(started)
+            self._registry.put(kb_name, namespace, doc_id, version=version, content_hash=content_hash,
+                               chunk_ids=new_ids, status=INDEXED, source_uri=source_uri)
+            self._registry.keep_chunks(kb_name, namespace, doc_id, new_ids)
+            finished = True
+        finally:
+            if not finished:
+                self._roll_back(kb_name, namespace, doc_id, previous, written, keyword, vector)
+        outcome = indexer_pb2.INDEX_OUTCOME_CREATED if first else indexer_pb2.INDEX_OUTCOME_UPDATED
+        yield IndexReport(outcome, version, len(fresh), len(stale), stages)
+
+    def _roll_back(self, kb_name, namespace, doc_id, previous: DocumentEntry | None, written: list[str],
+                   keyword, vector) -> None:
+        """Undo an abandoned attempt: its new chunks go, the previous registry entry comes back."""
+        ids = sorted(set(written) - (set(previous.chunk_ids) if previous else set()))
+        vector.delete_ids(ids)
+        keyword.delete_ids(ids)
+        if previous is None:
+            self._registry.delete(kb_name, namespace, doc_id)
+        else:
+            self._put(previous)
+            self._registry.keep_chunks(kb_name, namespace, doc_id, previous.chunk_ids)
+
+    def _put(self, entry: DocumentEntry, **changes) -> None:
+        values = dict(version=entry.version, content_hash=entry.content_hash, chunk_ids=list(entry.chunk_ids),
+                      status=entry.status, source_uri=entry.source_uri)
+        values.update(changes)
+        self._registry.put(entry.kb, entry.namespace, entry.doc_id, **values)
+
+    def document_lock(self, kb_name: str, namespace: str, doc_id: str) -> threading.Lock:
+        """One writer per document at a time (indexing, deletion, repair); striped to bound memory."""
+        key = "\x1f".join((kb_name, namespace, doc_id)).encode()
+        return self._locks[zlib.crc32(key) % len(self._locks)]
 
     def delete_document(self, kb_name: str, namespace: str, doc_id: str) -> int:
         kb = self._catalog.get(kb_name)
         _, keyword, vector = self.open_stores(kb)
-        previous = self._registry.get(kb_name, namespace, doc_id)
-        ids = set(previous.chunk_ids) if previous else set()
-        # also sweep the stores themselves, so chunks the registry lost track of go too
-        ids |= keyword.chunk_ids(namespace, doc_id) | vector.chunk_ids(namespace, doc_id)
-        if not previous and not ids:
-            raise NotFound(f"document {doc_id!r} not found in knowledge base {kb_name!r} namespace {namespace!r}")
-        ordered = sorted(ids)
-        deleted = max(vector.delete_ids(ordered), keyword.delete_ids(ordered))
-        self._registry.delete(kb_name, namespace, doc_id)
-        return deleted
+        with self.document_lock(kb_name, namespace, doc_id):
+            previous = self._registry.get(kb_name, namespace, doc_id)
+            ids = set(previous.chunk_ids) if previous else set()
+            # also sweep the stores themselves, so chunks the registry lost track of go too
+            ids |= keyword.chunk_ids(namespace, doc_id) | vector.chunk_ids(namespace, doc_id)
+            if not previous and not ids:
+                raise NotFound(f"document {doc_id!r} not found in knowledge base {kb_name!r} namespace {namespace!r}")
+            ordered = sorted(ids)
+            deleted = max(vector.delete_ids(ordered), keyword.delete_ids(ordered))
+            self._registry.delete(kb_name, namespace, doc_id)
+            return deleted
 
 
 def _validate_chunks(kb: str, namespace: str, doc_id: str, chunks: list[chunk_pb2.KnowledgeChunk]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from services.indexer import servicer
 from services.indexer.indexer import Indexer
+from services.indexer.reconciler import PeriodicReconciler, Reconciler
 from services.indexer.registry import DocumentRegistry
 from shared.config import Settings
 from shared.kb import KnowledgeBaseCatalog
@@ -16,7 +17,9 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     indexer = Indexer(settings, catalog, registry)
     server = ServiceServer("indexer", host=settings.host,
                            port=settings.port_of(settings.indexer_addr) if port is None else port)
-    servicer.add_to(server, indexer, catalog, registry)
+    reconciler = Reconciler(indexer, catalog, registry)
+    servicer.add_to(server, indexer, catalog, registry, reconciler)
+    schedule = PeriodicReconciler(reconciler, catalog, settings.reconcile_interval_s)
 
     def open_every_kb() -> None:
         """Open each knowledge base's stores before serving: loads the embedder, checks dimensions."""
@@ -24,6 +27,8 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
             indexer.open_stores(catalog.get(name))
 
     server.add_warm_up(open_every_kb)
+    server.add_warm_up(schedule.start)
+    server.add_closer(schedule.stop)
     server.add_closer(registry.close)
     return server
 

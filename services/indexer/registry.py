@@ -2,7 +2,9 @@
 
 It is the indexer's memory of what each store should hold, so re-ingestion can
 skip unchanged documents and replace changed ones without orphans, and it
-survives restarts (SQLite under the data directory).
+survives restarts (SQLite under the data directory). It also keeps each indexed
+chunk itself, so the reconciler can restore a chunk that a store lost without
+re-parsing the source.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from collections.abc import Sequence
 from pathlib import Path
+
+from shared.contracts import chunk_pb2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -27,6 +32,14 @@ CREATE TABLE IF NOT EXISTS documents (
     updated_at TEXT NOT NULL,
     PRIMARY KEY (kb, namespace, doc_id)
 );
+CREATE TABLE IF NOT EXISTS chunk_payloads (
+    kb TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    chunk_id TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (kb, namespace, doc_id, chunk_id)
+);
 CREATE TABLE IF NOT EXISTS kb_models (
     kb TEXT PRIMARY KEY,
     model_id TEXT NOT NULL,
@@ -36,6 +49,7 @@ CREATE TABLE IF NOT EXISTS kb_models (
 
 INDEXED = "indexed"
 INDEXING = "indexing"
+INCOMPLETE = "incomplete"  # chunks missing from every store; the next ingestion re-indexes it
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,41 @@ class DocumentRegistry:
         with self._lock:
             self._db.execute("DELETE FROM documents WHERE kb = ? AND namespace = ? AND doc_id = ?",
                              (kb, namespace, doc_id))
+            self._db.execute("DELETE FROM chunk_payloads WHERE kb = ? AND namespace = ? AND doc_id = ?",
+                             (kb, namespace, doc_id))
+
+    def set_status(self, kb: str, namespace: str, doc_id: str, status: str) -> None:
+        with self._lock:
+            self._db.execute("UPDATE documents SET status = ? WHERE kb = ? AND namespace = ? AND doc_id = ?",
+                             (status, kb, namespace, doc_id))
+
+    def put_chunks(self, kb: str, chunks: Sequence[chunk_pb2.KnowledgeChunk]) -> None:
+        rows = [(kb, c.namespace, c.doc_id, c.chunk_id, c.SerializeToString()) for c in chunks]
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT OR REPLACE INTO chunk_payloads VALUES (?, ?, ?, ?, ?)", rows)
+            self._db.execute("COMMIT")
+
+    def chunks(self, kb: str, namespace: str, doc_id: str, chunk_ids: Sequence[str]) -> list[chunk_pb2.KnowledgeChunk]:
+        wanted = set(chunk_ids)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT chunk_id, payload FROM chunk_payloads WHERE kb = ? AND namespace = ? AND doc_id = ?",
+                (kb, namespace, doc_id),
+            ).fetchall()
+        return [chunk_pb2.KnowledgeChunk.FromString(payload) for chunk_id, payload in rows if chunk_id in wanted]
+
+    def keep_chunks(self, kb: str, namespace: str, doc_id: str, chunk_ids: Sequence[str]) -> None:
+        """Forget the stored chunks of a document except `chunk_ids`."""
+        keep = set(chunk_ids)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT chunk_id FROM chunk_payloads WHERE kb = ? AND namespace = ? AND doc_id = ?",
+                (kb, namespace, doc_id),
+            ).fetchall()
+            gone = [(kb, namespace, doc_id, r[0]) for r in rows if r[0] not in keep]
+            self._db.executemany(
+                "DELETE FROM chunk_payloads WHERE kb = ? AND namespace = ? AND doc_id = ? AND chunk_id = ?", gone)
 
     def list(self, kb: str, namespace: str = "") -> list[DocumentEntry]:
         sql = ("SELECT kb, namespace, doc_id, version, content_hash, chunk_ids, status, source_uri, updated_at "

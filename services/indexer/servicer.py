@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
-from services.indexer.indexer import Indexer
+import grpc
+
+from services.indexer.indexer import IndexReport, Indexer
+from services.indexer.reconciler import Reconciler
 from services.indexer.registry import DocumentRegistry
 from shared import components
 from shared.config import KBConfig
 from shared.contracts import chunk_pb2, indexer_pb2, indexer_pb2_grpc
+from shared.errors import ERROR_KIND_KEY, RagkbError
 from shared.kb import KnowledgeBaseCatalog
 
 SERVICE_NAME = "ragkb.v1.IndexerService"
 
 
 class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
-    def __init__(self, indexer: Indexer, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry):
+    def __init__(self, indexer: Indexer, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry,
+                 reconciler: Reconciler):
         self._indexer = indexer
         self._catalog = catalog
         self._registry = registry
+        self._reconciler = reconciler
 
     def _describe(self, kb: KBConfig) -> indexer_pb2.KnowledgeBase:
         documents, chunks = self._registry.counts(kb.name)
@@ -42,10 +48,37 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
     def IndexDocument(self, request: indexer_pb2.IndexDocumentRequest, context):
         report = self._indexer.index_document(request.kb, request.namespace, request.doc_id, request.content_hash,
                                               list(request.chunks), request.source_uri)
-        return indexer_pb2.IndexDocumentResponse(
-            outcome=report.outcome, doc_version=report.doc_version, chunks_written=report.chunks_written,
-            chunks_deleted=report.chunks_deleted,
-            stages=[chunk_pb2.StageReport(name=name, ms=ms) for name, ms in report.stages.items()],
+        return _response(report)
+
+    def IndexDocumentStream(self, request: indexer_pb2.IndexDocumentRequest, context):
+        # Streams bypass the unary interceptor: errors are translated here. When the caller
+        # cancels or goes away, grpc drops this generator, which closes `steps` and so
+        # rolls the document back.
+        steps = self._indexer.index_steps(request.kb, request.namespace, request.doc_id, request.content_hash,
+                                          list(request.chunks), request.source_uri)
+        try:
+            for step in steps:
+                if not context.is_active():
+                    return
+                if isinstance(step, IndexReport):
+                    yield indexer_pb2.IndexProgress(chunks_done=len(request.chunks),
+                                                    chunks_total=len(request.chunks), result=_response(step))
+                else:
+                    yield indexer_pb2.IndexProgress(chunks_done=step.chunks_done, chunks_total=step.chunks_total)
+        except RagkbError as error:
+            context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
+            context.abort(error.code, str(error))
+        except Exception as error:
+            context.abort(grpc.StatusCode.INTERNAL, f"IndexDocumentStream: {type(error).__name__}: {error}")
+        finally:
+            steps.close()
+
+    def Reconcile(self, request: indexer_pb2.ReconcileRequest, context):
+        report = self._reconciler.reconcile(request.kb, request.namespace, dry_run=request.dry_run)
+        return indexer_pb2.ReconcileReport(
+            kb=report.kb, documents_checked=report.documents_checked, chunks_checked=report.chunks_checked,
+            skipped=report.skipped,
+            repairs=[indexer_pb2.DocumentRepair(**vars(repair)) for repair in report.repairs],
         )
 
     def DeleteDocument(self, request, context):
@@ -62,6 +95,15 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
         ])
 
 
-def add_to(server, indexer: Indexer, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry) -> None:
-    server.add(indexer_pb2_grpc.add_IndexerServiceServicer_to_server, IndexerServicer(indexer, catalog, registry),
-               SERVICE_NAME)
+def _response(report: IndexReport) -> indexer_pb2.IndexDocumentResponse:
+    return indexer_pb2.IndexDocumentResponse(
+        outcome=report.outcome, doc_version=report.doc_version, chunks_written=report.chunks_written,
+        chunks_deleted=report.chunks_deleted,
+        stages=[chunk_pb2.StageReport(name=name, ms=ms) for name, ms in report.stages.items()],
+    )
+
+
+def add_to(server, indexer: Indexer, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry,
+           reconciler: Reconciler) -> None:
+    server.add(indexer_pb2_grpc.add_IndexerServiceServicer_to_server,
+               IndexerServicer(indexer, catalog, registry, reconciler), SERVICE_NAME)

@@ -3,6 +3,10 @@
 This is the domain code behind the ingestion task; in embedded mode it runs on
 an in-process thread pool, under Celery it runs inside a worker task. Either way
 the task passes only the job id.
+
+States: queued -> parsing -> embedding (chunks_done grows batch by batch) ->
+indexing (old version's chunks removed, registry updated) -> done | failed |
+cancelled.
 """
 
 from __future__ import annotations
@@ -12,38 +16,75 @@ import logging
 
 from shared.clients import IndexerClient, ParserClient
 from shared.contracts import gateway_pb2, indexer_pb2, parser_pb2
-from shared.errors import RagkbError
-from shared.jobs import JobStore
+from shared.errors import DeadlineExceeded, RagkbError
+from shared.jobs import FINAL_STATES, JobStore
 from shared.kb import KnowledgeBaseCatalog
 
 log = logging.getLogger("ragkb.worker")
 
 
 def run_ingest_job(job_id: str, *, jobs: JobStore, catalog: KnowledgeBaseCatalog, parser: ParserClient,
-                   indexer: IndexerClient) -> gateway_pb2.IngestJob:
+                   indexer: IndexerClient, step_timeout_s: float | None = None) -> gateway_pb2.IngestJob:
+    """Run one job to a final state. Safe to run again for the same job (redelivery after a crash).
+
+    `step_timeout_s` is the deadline of each step (parse, index); None = the clients' default.
+    A job cancelled meanwhile stops at its next step; a document half-way written is rolled back.
+    """
     job = jobs.get(job_id)
-    if job.state in (gateway_pb2.JOB_STATE_DONE, gateway_pb2.JOB_STATE_CANCELLED):
-        return job
+    if job.state in FINAL_STATES or not jobs.start(job_id):
+        return jobs.get(job_id)
     upload, metadata_json = jobs.upload_of(job_id)
+    step = "parse"
     try:
         kb = catalog.get(job.kb)
-        jobs.update(job_id, state=gateway_pb2.JOB_STATE_PARSING)
-        chunker = parser_pb2.ChunkerOptions(**kb.chunker.model_dump())
+        chunker = parser_pb2.ChunkerOptions(**kb.chunker_for(job.filename).model_dump())
         parsed = parser.parse(parser_pb2.ParseRequest(
             kb=job.kb, namespace=job.namespace, doc_id=job.doc_id, filename=job.filename,
             content=upload.read_bytes(), chunker=chunker, metadata=json.loads(metadata_json),
-        ))
-        jobs.update(job_id, state=gateway_pb2.JOB_STATE_INDEXING, chunks_total=len(parsed.chunks),
-                    doc_id=parsed.doc_id)
-        indexed = indexer.index_document(indexer_pb2.IndexDocumentRequest(
+            tokenizer_model=kb.embedder.model, options=parser_pb2.ParseOptions(**kb.parser.model_dump()),
+        ), timeout_s=step_timeout_s)
+        for attachment in parsed.attachments:  # e-mail attachments are documents of their own
+            indexer.index_document(indexer_pb2.IndexDocumentRequest(
+                kb=job.kb, namespace=job.namespace, doc_id=attachment.doc_id, content_hash=attachment.content_hash,
+                chunks=attachment.chunks, source_uri=f"{job.filename}/{attachment.filename}",
+            ), timeout_s=step_timeout_s)
+        if not jobs.update(job_id, state=gateway_pb2.JOB_STATE_EMBEDDING, chunks_total=len(parsed.chunks),
+                           chunks_done=0, doc_id=parsed.doc_id):
+            return jobs.get(job_id)
+        step = "index"
+        indexed = _index(job_id, jobs, indexer, indexer_pb2.IndexDocumentRequest(
             kb=job.kb, namespace=job.namespace, doc_id=parsed.doc_id, content_hash=parsed.content_hash,
             chunks=parsed.chunks, source_uri=job.filename,
-        ))
-        jobs.update(job_id, state=gateway_pb2.JOB_STATE_DONE, chunks_done=len(parsed.chunks), outcome=indexed.outcome)
-        upload.unlink(missing_ok=True)
+        ), step_timeout_s)
+        if indexed is not None and jobs.update(job_id, state=gateway_pb2.JOB_STATE_DONE,
+                                                chunks_done=len(parsed.chunks), outcome=indexed.outcome):
+            upload.unlink(missing_ok=True)
+    except DeadlineExceeded:
+        jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED,
+                    error=f"{step} step of {job.filename!r} exceeded its {step_timeout_s or 'default'} s deadline")
     except RagkbError as error:
         jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error))
     except Exception as error:  # a job must end in a state, whatever went wrong
-        log.exception("job %s failed", job_id)
-        jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=f"{type(error).__name__}: {error}")
+        log.exception("job %s failed in its %s step", job_id, step)
+        jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED,
+                    error=f"{step} step: {type(error).__name__}: {error}")
     return jobs.get(job_id)
+
+
+def _index(job_id: str, jobs: JobStore, indexer: IndexerClient, request: indexer_pb2.IndexDocumentRequest,
+           timeout_s: float | None) -> indexer_pb2.IndexDocumentResponse | None:
+    """Index with progress on the job; None when the job was cancelled (the indexer then rolls back)."""
+    stream = indexer.index_document_stream(request, timeout_s=timeout_s)
+    try:
+        for progress in stream:
+            if progress.HasField("result"):
+                return progress.result
+            state = gateway_pb2.JOB_STATE_INDEXING if progress.chunks_done >= progress.chunks_total \
+                else gateway_pb2.JOB_STATE_EMBEDDING
+            if not jobs.update(job_id, state=state, chunks_done=progress.chunks_done):
+                stream.cancel()
+                return None
+    except BaseException:
+        stream.cancel()  # a time limit or shutdown mid-stream: do not leave half a document behind
+        raise
+    raise RagkbError(f"indexer ended the stream for {request.doc_id!r} without a result")

@@ -1,0 +1,144 @@
+"""Consistency reconciler: the registry, the keyword store and the vector store must agree.
+
+For every document the registry lists, the chunk ids in each store are compared
+with the registry's. A chunk missing from one store is restored from the chunk
+the registry keeps (re-embedded for the vector store); chunks a store holds but
+the registry does not list are deleted from both stores; chunks missing
+everywhere cannot be rebuilt without the source, so the document is marked
+`incomplete` and the next ingestion of it re-indexes instead of skipping.
+
+A document that is being indexed right now is skipped (its writer holds the
+document lock); so is one whose last attempt stopped part-way (`indexing`):
+replaying its job finishes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from services.indexer.indexer import Indexer
+from services.indexer.registry import INCOMPLETE, INDEXED, DocumentEntry, DocumentRegistry
+from shared.kb import KnowledgeBaseCatalog
+
+log = logging.getLogger("ragkb.indexer.reconciler")
+
+
+@dataclass
+class Repair:
+    namespace: str
+    doc_id: str
+    restored_keyword: int = 0
+    restored_vector: int = 0
+    strays_deleted: int = 0
+    unrecoverable: int = 0
+    action: str = ""
+
+
+@dataclass
+class Report:
+    kb: str
+    documents_checked: int = 0
+    chunks_checked: int = 0
+    repairs: list[Repair] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+class Reconciler:
+    def __init__(self, indexer: Indexer, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry):
+        self._indexer = indexer
+        self._catalog = catalog
+        self._registry = registry
+
+    def reconcile(self, kb_name: str, namespace: str = "", *, dry_run: bool = False) -> Report:
+        kb = self._catalog.get(kb_name)
+        embedder, keyword, vector = self._indexer.open_stores(kb)
+        report = Report(kb=kb_name)
+        for entry in self._registry.list(kb_name, namespace):
+            lock = self._indexer.document_lock(kb_name, entry.namespace, entry.doc_id)
+            if not lock.acquire(blocking=False):
+                report.skipped.append(f"{entry.namespace}/{entry.doc_id}: being indexed")
+                continue
+            try:
+                current = self._registry.get(kb_name, entry.namespace, entry.doc_id)
+                if current is None:
+                    continue  # deleted since the listing
+                if current.status not in (INDEXED, INCOMPLETE):
+                    report.skipped.append(f"{entry.namespace}/{entry.doc_id}: last indexing stopped part-way; "
+                                          "replay its job")
+                    continue
+                report.documents_checked += 1
+                report.chunks_checked += len(current.chunk_ids)
+                repair = self._check(current, embedder, keyword, vector, dry_run=dry_run)
+                if repair is not None:
+                    report.repairs.append(repair)
+            finally:
+                lock.release()
+        if report.repairs:
+            log.warning("reconciled %s: %d documents repaired", kb_name, len(report.repairs))
+        return report
+
+    def _check(self, entry: DocumentEntry, embedder, keyword, vector, *, dry_run: bool) -> Repair | None:
+        expected = set(entry.chunk_ids)
+        in_keyword = keyword.chunk_ids(entry.namespace, entry.doc_id)
+        in_vector = vector.chunk_ids(entry.namespace, entry.doc_id)
+        missing_keyword, missing_vector = expected - in_keyword, expected - in_vector
+        strays = sorted((in_keyword | in_vector) - expected)
+        if not (missing_keyword or missing_vector or strays):
+            return None
+        repair = Repair(entry.namespace, entry.doc_id, strays_deleted=len(strays))
+        known = {c.chunk_id: c for c in self._registry.chunks(entry.kb, entry.namespace, entry.doc_id,
+                                                               sorted(missing_keyword | missing_vector))}
+        for_keyword = [known[i] for i in sorted(missing_keyword) if i in known]
+        for_vector = [known[i] for i in sorted(missing_vector) if i in known]
+        repair.restored_keyword, repair.restored_vector = len(for_keyword), len(for_vector)
+        repair.unrecoverable = len((missing_keyword | missing_vector) - set(known))
+        if dry_run:
+            repair.action = "would-repair"
+            return repair
+        if for_keyword:
+            keyword.upsert(for_keyword)
+        if for_vector:
+            vector.upsert(for_vector, embedder.embed_documents([c.content for c in for_vector]))
+        vector.delete_ids(strays)
+        keyword.delete_ids(strays)
+        if repair.unrecoverable:
+            self._registry.set_status(entry.kb, entry.namespace, entry.doc_id, INCOMPLETE)
+            repair.action = "needs-reingest"
+        else:
+            if entry.status == INCOMPLETE:
+                self._registry.set_status(entry.kb, entry.namespace, entry.doc_id, INDEXED)
+            repair.action = "repaired"
+        return repair
+
+
+class PeriodicReconciler:
+    """Reconciles every knowledge base every `interval_s` seconds on a daemon thread (0 = never)."""
+
+    def __init__(self, reconciler: Reconciler, catalog: KnowledgeBaseCatalog, interval_s: float):
+        if interval_s < 0:
+            raise ValueError(f"reconcile interval must be >= 0 seconds, got {interval_s}")
+        self._reconciler = reconciler
+        self._catalog = catalog
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._interval_s and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="reconciler", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            for name in self._catalog.names():
+                try:
+                    self._reconciler.reconcile(name)
+                except Exception:  # one broken KB must not stop the schedule for the others
+                    log.exception("scheduled reconciliation of %s failed", name)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)

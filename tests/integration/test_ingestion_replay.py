@@ -1,0 +1,110 @@
+"""The indexer's write protocol on real stores (Milvus Lite + SQLite FTS5): rollback and replay.
+
+An attempt abandoned by its caller is rolled back; an attempt cut short by a crash of
+the indexer itself is finished by the replay with exactly the new chunk set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from services.indexer.indexer import Indexer, IndexReport, Progress
+from services.indexer.reconciler import PeriodicReconciler, Reconciler
+from services.indexer.registry import INDEXED, INDEXING, DocumentRegistry
+from shared import components, registry as component_registry
+from shared.config import Settings
+from shared.contracts import chunk_pb2
+from shared.kb import KnowledgeBaseCatalog
+from shared.stores.milvus import close_clients
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    settings = Settings(data_dir=tmp_path_factory.mktemp("data"))
+    catalog = KnowledgeBaseCatalog(settings.data_dir)
+    registry = DocumentRegistry(settings.data_dir / "registry.sqlite")
+    yield settings, catalog, registry
+    registry.close()
+    component_registry.clear_cache()
+    close_clients()
+
+
+def chunks(kb: str, doc_id: str, count: int, version: str) -> list[chunk_pb2.KnowledgeChunk]:
+    return [chunk_pb2.KnowledgeChunk(chunk_id=f"{doc_id}-{version}-{i}", kb=kb, namespace="default", doc_id=doc_id,
+                                     content=f"Step {i} of the {version} wheel inspection procedure.")
+            for i in range(count)]
+
+
+def stored(settings, catalog, kb: str, doc_id: str) -> tuple[set[str], set[str]]:
+    config = catalog.get(kb)
+    keyword = components.keyword_store_for(config, settings)
+    vector = components.vector_store_for(config, settings)
+    return keyword.chunk_ids("default", doc_id), vector.chunk_ids("default", doc_id)
+
+
+def test_an_abandoned_attempt_is_rolled_back_to_the_previous_version(env):
+    settings, catalog, registry = env
+    indexer = Indexer(settings, catalog, registry)
+    indexer.create_kb("rollback", config_yaml="embedder: {batch_size: 8}")
+    old = chunks("rollback", "doc", 5, "old")
+    indexer.index_document("rollback", "default", "doc", "h1", old)
+    before = registry.get("rollback", "default", "doc")
+
+    steps = indexer.index_steps("rollback", "default", "doc", "h2", chunks("rollback", "doc", 40, "new"))
+    progress = [next(steps) for _ in range(3)]
+    assert [p.chunks_done for p in progress] == [0, 8, 16]
+    assert registry.get("rollback", "default", "doc").status == INDEXING
+    steps.close()  # the caller went away
+
+    assert replace(registry.get("rollback", "default", "doc"), updated_at="") == replace(before, updated_at="")
+    keyword, vector = stored(settings, catalog, "rollback", "doc")
+    assert keyword == vector == {c.chunk_id for c in old}
+
+
+def test_a_replay_after_an_indexer_crash_ends_with_exactly_the_new_chunks(env, monkeypatch):
+    settings, catalog, registry = env
+    crashed = Indexer(settings, catalog, registry)
+    crashed.create_kb("replay", config_yaml="embedder: {batch_size: 8}")
+    crashed.index_document("replay", "default", "doc", "h1", chunks("replay", "doc", 6, "old"))
+    new = chunks("replay", "doc", 30, "new")
+
+    steps = crashed.index_steps("replay", "default", "doc", "h2", new)
+    for _ in range(3):
+        next(steps)
+    monkeypatch.setattr(crashed, "_roll_back", lambda *args: None)  # the process died: nothing is undone
+    steps.close()
+    entry = registry.get("replay", "default", "doc")
+    assert entry.status == INDEXING and entry.version == 2
+
+    report = Indexer(settings, catalog, registry).index_document("replay", "default", "doc", "h2", new)
+    assert isinstance(report, IndexReport) and report.doc_version == 2
+    assert report.chunks_written == len(new) - 16  # the two batches already in both stores are kept
+    entry = registry.get("replay", "default", "doc")
+    assert entry.status == INDEXED and list(entry.chunk_ids) == [c.chunk_id for c in new]
+    keyword, vector = stored(settings, catalog, "replay", "doc")
+    assert keyword == vector == set(entry.chunk_ids)
+    config = catalog.get("replay")
+    assert components.keyword_store_for(config, settings).count() == len(new)
+    assert components.vector_store_for(config, settings).count() == len(new)
+
+
+def test_unchanged_content_writes_nothing(env):
+    settings, catalog, registry = env
+    indexer = Indexer(settings, catalog, registry)
+    indexer.create_kb("same")
+    doc = chunks("same", "doc", 3, "v")
+    indexer.index_document("same", "default", "doc", "h", doc)
+    steps = list(indexer.index_steps("same", "default", "doc", "h", chunks("same", "doc", 3, "v"), "moved/doc.md"))
+    assert steps[0] == Progress(3, 3) and steps[-1].chunks_written == 0
+    assert registry.get("same", "default", "doc").source_uri == "moved/doc.md"
+
+
+def test_periodic_reconciler_validates_its_interval(env):
+    settings, catalog, registry = env
+    reconciler = Reconciler(Indexer(settings, catalog, registry), catalog, registry)
+    with pytest.raises(ValueError, match="got -1"):
+        PeriodicReconciler(reconciler, catalog, -1)

@@ -48,7 +48,7 @@ def validate_markers(answer: str, source_count: int) -> ValidatedAnswer:
         numbers.extend(kept)
         return "".join(f"[{n}]" for n in kept)
 
-    text = _tidy_spaces(CANDIDATE.sub(replace, answer))
+    text = tidy_spaces(CANDIDATE.sub(replace, answer))
     return ValidatedAnswer(text=text, issues=issues, numbers=sorted(set(numbers)))
 
 
@@ -56,8 +56,8 @@ def resolve_citations(answer: str, sources: list[chunk_pb2.Candidate]) -> list[g
     """One citation per (sentence, marker); the quote is the citing sentence without markers."""
     citations: list[generator_pb2.Citation] = []
     seen: set[tuple[int, str]] = set()
-    for sentence in _sentences_with_markers(answer):
-        quote = _tidy_spaces(VALID.sub("", sentence))
+    for sentence in sentences_with_markers(answer):
+        quote = tidy_spaces(VALID.sub("", sentence))
         for match in VALID.finditer(sentence):
             number = int(match.group(1))
             if not 1 <= number <= len(sources) or (number, quote) in seen:
@@ -71,13 +71,13 @@ def resolve_citations(answer: str, sources: list[chunk_pb2.Candidate]) -> list[g
     return citations
 
 
-def _tidy_spaces(text: str) -> str:
+def tidy_spaces(text: str) -> str:
     """Drop the spaces a removed marker leaves before punctuation or beside other spaces."""
     text = re.sub(r"[ \t]+([。．.,，;；!！?？])", r"\1", text)
     return re.sub(r"[ \t]{2,}", " ", text).strip()
 
 
-def _sentences_with_markers(answer: str) -> list[str]:
+def sentences_with_markers(answer: str) -> list[str]:
     """Sentences, with markers written after a sentence's full stop ("... AMR-7. [1]") kept on that sentence."""
     sentences: list[str] = []
     for sentence in split_sentences(answer):

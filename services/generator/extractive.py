@@ -11,12 +11,15 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from services.generator.evidence import stem as _stem
+from services.generator.evidence import terms as _terms
 from shared import registry
 from shared.config import GeneratorConfig
 from shared.contracts import chunk_pb2
-from shared.text import analyze, detect_language, query_terms, split_sentences
+from shared.text import detect_language, query_terms, split_sentences
 
 _TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
 FOREIGN_LANGUAGE_FACTOR = 0.4
@@ -27,18 +30,6 @@ class Draft:
     answer: str
     refused: bool
     generator: str
-
-
-def _stem(token: str) -> str:
-    """A light English stemmer, enough to match 'charging' with 'charge' inside one answer."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(token) > len(suffix) + 3 and token.endswith(suffix):
-            return token[: -len(suffix)]
-    return token
-
-
-def _terms(text: str) -> set[str]:
-    return {_stem(t) for t in analyze(text)}
 
 
 def source_sentences(chunk: chunk_pb2.KnowledgeChunk) -> list[str]:
@@ -67,7 +58,18 @@ class ExtractiveGenerator:
     def __init__(self, config: GeneratorConfig):
         self._config = config
 
-    def generate(self, query: str, sources: list[chunk_pb2.Candidate]) -> Draft:
+    def stream(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str = "",
+               intent: str = "concept") -> Iterator[str]:
+        """The answer sentence by sentence (it is computed at once; streaming keeps one interface)."""
+        draft = self.generate(query, sources)
+        pieces = re.split(r"(?<=[.!?。！？])", draft.answer)
+        yield from (piece for piece in pieces if piece)
+
+    def is_refusal(self, answer: str) -> bool:
+        return answer.strip() in (self._config.refusal_en, self._config.refusal_zh)
+
+    def generate(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str = "",
+                 intent: str = "concept") -> Draft:
         wanted = {_stem(t) for t in query_terms(query)}
         language = detect_language(query)
         refusal = self._config.refusal_zh if language == "zh" else self._config.refusal_en

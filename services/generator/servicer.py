@@ -1,13 +1,14 @@
-"""gRPC servicer for the generator: draft an answer, then validate and resolve its citations."""
+"""gRPC servicer for the generator: builds the KB's answerer and translates protobuf <-> domain."""
 
 from __future__ import annotations
 
-import time
-
-from services.generator import extractive  # noqa: F401  (registers the built-in generators)
-from services.generator.citations import resolve_citations, validate_markers
-from shared import registry
-from shared.contracts import chunk_pb2, generator_pb2, generator_pb2_grpc
+from services.generator import extractive, llm  # noqa: F401  (registers the built-in generators)
+from services.generator.answer import Answerer
+from services.generator.claims import ClaimChecker
+from shared import components, registry
+from shared.config import KBConfig
+from shared.contracts import generator_pb2, generator_pb2_grpc
+from shared.errors import ERROR_KIND_KEY, FailedPrecondition, RagkbError
 from shared.kb import KnowledgeBaseCatalog
 
 SERVICE_NAME = "ragkb.v1.GeneratorService"
@@ -18,25 +19,39 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         self._catalog = catalog
 
     def Generate(self, request: generator_pb2.GenerateRequest, context) -> generator_pb2.GenerateResponse:
-        config = self._catalog.get(request.kb).generator
-        generator = registry.create("generator", config.name, config, cache_key=(config.model_dump_json(),))
-        sources = list(request.sources)
-        started = time.perf_counter()
-        draft = generator.generate(request.query, sources)
-        generate_ms = round((time.perf_counter() - started) * 1000, 2)
-        started = time.perf_counter()
-        validated = validate_markers(draft.answer, len(sources))
-        citations = [] if draft.refused else resolve_citations(validated.text, sources)
-        validate_ms = round((time.perf_counter() - started) * 1000, 2)
-        return generator_pb2.GenerateResponse(
-            answer=validated.text, citations=citations, citation_issues=validated.issues, refused=draft.refused,
-            generator=draft.generator,
-            stages=[
-                chunk_pb2.StageReport(name="generate", ms=generate_ms, metadata={"generator": draft.generator}),
-                chunk_pb2.StageReport(name="validate_citations", ms=validate_ms,
-                                      metadata={"issues": str(len(validated.issues))}),
-            ],
-        )
+        return answerer_for(self._catalog.get(request.kb)).answer(request.query, list(request.sources))
+
+    def GenerateStream(self, request: generator_pb2.GenerateRequest, context):
+        # the shared interceptor translates errors of unary calls only; streams translate their own
+        try:
+            answerer = answerer_for(self._catalog.get(request.kb))
+            yield from answerer.stream(request.query, list(request.sources))
+        except RagkbError as error:
+            context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
+            context.abort(error.code, str(error))
+
+
+def answerer_for(kb: KBConfig) -> Answerer:
+    config = kb.generator
+    generator = registry.create("generator", config.name, config, cache_key=(config.model_dump_json(),))
+    return Answerer(kb.name, config, generator, claim_checker_for(kb))
+
+
+def claim_checker_for(kb: KBConfig) -> ClaimChecker:
+    config = kb.generator
+    embed, languages, cross = None, (), None
+    if config.claim_check == "lexical+embedding":
+        embedder = components.embedder_for(kb)
+        embed, languages = embedder.embed_documents, embedder.languages
+    elif config.claim_check == "cross-encoder" and kb.reranker.name == "bge" and kb.reranker.enabled:
+        reranker = registry.create("reranker", "bge", kb.reranker, cache_key=(kb.reranker.model_dump_json(),))
+        cross = reranker.encoder.score
+    try:
+        return ClaimChecker(config.claim_check, min_support=config.min_claim_support,
+                            action=config.unsupported_claims, embed=embed, embed_languages=tuple(languages),
+                            cross_score=cross)
+    except ValueError as error:
+        raise FailedPrecondition(f"knowledge base {kb.name!r}: {error}") from None
 
 
 def add_to(server, catalog: KnowledgeBaseCatalog) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from services.reranker import servicer
+from shared.clients import RetrieverClient
 from shared.config import Settings
 from shared.kb import KnowledgeBaseCatalog
 from shared.server import ServiceServer, run_service
@@ -11,7 +12,10 @@ from shared.server import ServiceServer, run_service
 def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     server = ServiceServer("reranker", host=settings.host,
                            port=settings.port_of(settings.reranker_addr) if port is None else port)
-    servicer.add_to(server, KnowledgeBaseCatalog(settings.data_dir))
+    # split-part restoration fetches siblings through the retriever, which owns store reads
+    retriever = RetrieverClient(settings.retriever_addr, timeout_s=settings.rpc_timeout_s)
+    servicer.add_to(server, KnowledgeBaseCatalog(settings.data_dir), retriever)
+    server.add_closer(retriever.close)
     return server
 
 

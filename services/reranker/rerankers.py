@@ -1,7 +1,8 @@
-"""Rerankers: refine the fused candidate list. The default passes candidates through.
+"""Rerankers: score and threshold the fused candidate list. The default passes candidates through.
 
 A reranker returns the kept candidates (best first) and the dropped ones with a
-reason, so traces can show what was cut and why.
+reason, so traces can show what was cut and why. Dedup, diversity, budget and
+split-part restoration happen afterwards in `assembly`, whichever reranker ran.
 """
 
 from __future__ import annotations
@@ -25,29 +26,26 @@ class Reranker(Protocol):
     def rerank(self, query: str, candidates: list[chunk_pb2.Candidate], top_n: int) -> RerankOutcome: ...
 
 
+def drop(candidate: chunk_pb2.Candidate, reason: str) -> reranker_pb2.DroppedCandidate:
+    return reranker_pb2.DroppedCandidate(chunk_id=candidate.chunk.chunk_id, reason=reason, score=candidate.score)
+
+
 class PassthroughReranker:
-    """Keeps recall order; drops exact duplicates (same content hash) and anything beyond top_n."""
+    """Keeps recall order and every candidate; assembly then dedups and trims to the budget."""
 
     name = "passthrough"
 
     def rerank(self, query: str, candidates: list[chunk_pb2.Candidate], top_n: int) -> RerankOutcome:
-        kept: list[chunk_pb2.Candidate] = []
-        dropped: list[reranker_pb2.DroppedCandidate] = []
-        seen_hashes: set[str] = set()
-        for candidate in candidates:
-            chunk = candidate.chunk
-            if chunk.content_hash and chunk.content_hash in seen_hashes:
-                dropped.append(reranker_pb2.DroppedCandidate(chunk_id=chunk.chunk_id, reason="duplicate_content",
-                                                             score=candidate.score))
-            elif len(kept) >= top_n:
-                dropped.append(reranker_pb2.DroppedCandidate(chunk_id=chunk.chunk_id, reason="beyond_top_n",
-                                                             score=candidate.score))
-            else:
-                seen_hashes.add(chunk.content_hash)
-                kept.append(candidate)
-        return RerankOutcome(kept=kept, dropped=dropped, model=self.name)
+        return RerankOutcome(kept=list(candidates), dropped=[], model=self.name)
 
 
 @registry.register("reranker", "passthrough")
 def _passthrough(config: RerankerConfig) -> Reranker:
     return PassthroughReranker()
+
+
+@registry.register("reranker", "bge")
+def _bge(config: RerankerConfig) -> Reranker:
+    from services.reranker.bge import BgeReranker
+
+    return BgeReranker(config)

@@ -1,11 +1,14 @@
-"""gRPC servicer for the reranker: picks the KB's reranker by config and applies it."""
+"""gRPC servicer for the reranker: the KB's reranker by config, then context assembly."""
 
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from services.reranker import rerankers  # noqa: F401  (registers the built-in rerankers)
-from shared import registry
+from services.reranker.assembly import Budget, assemble
+from shared import components, registry
+from shared.clients import RetrieverClient
 from shared.contracts import chunk_pb2, reranker_pb2, reranker_pb2_grpc
 from shared.kb import KnowledgeBaseCatalog
 
@@ -13,20 +16,44 @@ SERVICE_NAME = "ragkb.v1.RerankerService"
 
 
 class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
-    def __init__(self, catalog: KnowledgeBaseCatalog):
+    """Split parts are restored through the retriever: the reranker never opens a store itself."""
+
+    def __init__(self, catalog: KnowledgeBaseCatalog, retriever: RetrieverClient | None = None):
         self._catalog = catalog
+        self._retriever = retriever
 
     def Rerank(self, request: reranker_pb2.RerankRequest, context) -> reranker_pb2.RerankResponse:
-        config = self._catalog.get(request.kb).reranker
+        kb = self._catalog.get(request.kb)
+        config = kb.reranker
         reranker = registry.create("reranker", config.name, config, cache_key=(config.model_dump_json(),))
+        top_n = request.top_n or config.top_n
         started = time.perf_counter()
-        outcome = reranker.rerank(request.query, list(request.candidates), request.top_n or config.top_n)
-        ms = round((time.perf_counter() - started) * 1000, 2)
+        outcome = reranker.rerank(request.query, list(request.candidates), top_n)
+        rerank_ms = _ms(started)
+        started = time.perf_counter()
+        budget = Budget(top_n=top_n, max_context_tokens=config.max_context_tokens,
+                        mmr_threshold=config.mmr_threshold, restore_parts=config.restore_parts)
+        fetch = partial(self._retriever.chunks_by_group, request.kb) if self._retriever else None
+        assembly = assemble(outcome.kept, budget, count_tokens=components.embedder_for(kb).count_tokens,
+                            fetch_siblings=fetch)
+        assemble_ms = _ms(started)
+        dropped = [*outcome.dropped, *assembly.dropped]
+        scored = [c.rerank_score for c in outcome.kept if c.rerank_score] + [
+            d.score for d in outcome.dropped if d.reason.startswith("below_")]
+        rerank_facts = {"model": outcome.model, "scored": str(len(scored)),
+                        "top_score": f"{max(scored):.4f}" if scored else "", "dropped": str(len(outcome.dropped)),
+                        "thresholds": f"min={config.min_score:g},relative={config.relative_threshold:g}"}
         return reranker_pb2.RerankResponse(
-            candidates=outcome.kept, dropped=outcome.dropped, model=outcome.model,
-            stages=[chunk_pb2.StageReport(name="rerank", ms=ms, metadata={"model": outcome.model})],
+            candidates=assembly.kept, dropped=dropped, model=outcome.model, groups=assembly.groups,
+            stages=[chunk_pb2.StageReport(name="rerank", ms=rerank_ms, metadata=rerank_facts),
+                    chunk_pb2.StageReport(name="assemble", ms=assemble_ms, metadata=assembly.facts)],
         )
 
 
-def add_to(server, catalog: KnowledgeBaseCatalog) -> None:
-    server.add(reranker_pb2_grpc.add_RerankerServiceServicer_to_server, RerankerServicer(catalog), SERVICE_NAME)
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+def add_to(server, catalog: KnowledgeBaseCatalog, retriever: RetrieverClient | None = None) -> None:
+    server.add(reranker_pb2_grpc.add_RerankerServiceServicer_to_server, RerankerServicer(catalog, retriever),
+               SERVICE_NAME)

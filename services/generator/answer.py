@@ -1,0 +1,115 @@
+"""One answer, start to finish: refusal gate, prompt + model, marker validation, claim checks.
+
+The unary and streaming RPCs share this, so both refuse, validate and check the
+same way. The refusal gate runs before the model is called: on weak evidence
+the configured "no relevant knowledge" answer is returned and the trace says why.
+Streamed tokens are the model's raw text; the final event carries the validated
+answer, which may differ (markers repaired, unsupported sentences dropped).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from services.generator.citations import resolve_citations, validate_markers
+from services.generator.claims import CheckedAnswer, ClaimChecker
+from services.generator.evidence import EvidenceVerdict, judge_evidence
+from services.generator.extractive import Draft
+from services.generator.prompts import Intent, classify_intent
+from shared.config import GeneratorConfig
+from shared.contracts import chunk_pb2, generator_pb2
+from shared.text import detect_language
+
+
+class Generator(Protocol):
+    name: str
+
+    def generate(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str, intent: str) -> Draft: ...
+
+    def stream(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str, intent: str) -> Iterator[str]: ...
+
+    def is_refusal(self, answer: str) -> bool: ...
+
+
+@dataclass
+class _Prepared:
+    query: str
+    sources: list[chunk_pb2.Candidate]
+    refusal: str
+    intent: Intent
+    evidence: EvidenceVerdict
+
+
+class Answerer:
+    def __init__(self, kb: str, config: GeneratorConfig, generator: Generator, checker: ClaimChecker):
+        self._kb = kb
+        self._config = config
+        self._generator = generator
+        self._checker = checker
+
+    def answer(self, query: str, sources: list[chunk_pb2.Candidate]) -> generator_pb2.GenerateResponse:
+        prepared = self._prepare(query, sources)
+        if prepared.evidence.refuse:
+            return self._finish(prepared, prepared.refusal, True, "none", 0.0)
+        started = time.perf_counter()
+        draft = self._generator.generate(query, prepared.sources, kb=self._kb, intent=prepared.intent.name)
+        return self._finish(prepared, draft.answer, draft.refused, draft.generator, _ms(started))
+
+    def stream(self, query: str, sources: list[chunk_pb2.Candidate]) -> Iterator[generator_pb2.GenerateEvent]:
+        prepared = self._prepare(query, sources)
+        if prepared.evidence.refuse:
+            yield generator_pb2.GenerateEvent(token=prepared.refusal)
+            yield generator_pb2.GenerateEvent(final=self._finish(prepared, prepared.refusal, True, "none", 0.0))
+            return
+        started = time.perf_counter()
+        pieces: list[str] = []
+        for token in self._generator.stream(query, prepared.sources, kb=self._kb, intent=prepared.intent.name):
+            pieces.append(token)
+            yield generator_pb2.GenerateEvent(token=token)
+        text = "".join(pieces).strip()
+        final = self._finish(prepared, text, self._generator.is_refusal(text), self._generator.name, _ms(started))
+        yield generator_pb2.GenerateEvent(final=final)
+
+    def _prepare(self, query: str, sources: list[chunk_pb2.Candidate]) -> _Prepared:
+        language = detect_language(query)
+        refusal = self._config.refusal_zh if language == "zh" else self._config.refusal_en
+        return _Prepared(query=query, sources=sources, refusal=refusal, intent=classify_intent(query, sources),
+                         evidence=judge_evidence(query, sources, self._config.min_evidence_score))
+
+    def _finish(self, prepared: _Prepared, text: str, refused: bool, generator: str,
+                generate_ms: float) -> generator_pb2.GenerateResponse:
+        sources = prepared.sources
+        started = time.perf_counter()
+        validated = validate_markers(text, len(sources))
+        validate_ms = _ms(started)
+        started = time.perf_counter()
+        checked = CheckedAnswer(validated.text, [], []) if refused else self._checker.check(validated.text, sources)
+        check_ms = _ms(started)
+        citations = [] if refused else resolve_citations(checked.text, sources)
+        evidence = prepared.evidence
+        refusal_reason = evidence.reason if evidence.refuse else ("the model found no answer in the sources"
+                                                                  if refused else "")
+        verdicts = [c.verdict for c in checked.checks]
+        return generator_pb2.GenerateResponse(
+            answer=checked.text, citations=citations, citation_issues=[*validated.issues, *checked.issues],
+            refused=refused, generator=generator, claim_checks=checked.checks, intent=prepared.intent.name,
+            evidence_score=evidence.score, refusal_reason=refusal_reason,
+            stages=[
+                chunk_pb2.StageReport(name="generate", ms=generate_ms, metadata={
+                    "generator": generator, "intent": prepared.intent.name, "intent_reason": prepared.intent.reason,
+                    "evidence": f"{evidence.score:.2f}", "evidence_threshold": f"{self._config.min_evidence_score:g}",
+                    "model_called": str(not evidence.refuse).lower(), "refusal_reason": refusal_reason}),
+                chunk_pb2.StageReport(name="validate_citations", ms=validate_ms,
+                                      metadata={"issues": str(len(validated.issues))}),
+                chunk_pb2.StageReport(name="check_claims", ms=check_ms, metadata={
+                    "method": self._checker.method, "checked": str(len(verdicts)),
+                    "flagged": str(verdicts.count("flagged")), "dropped": str(verdicts.count("dropped"))}),
+            ],
+        )
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)

@@ -1,0 +1,54 @@
+"""The LLM generator: prompt from templates, then an OpenAI-compatible chat model writes the answer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from services.generator.extractive import Draft
+from services.generator.openai_client import ChatClient
+from services.generator.prompts import PromptBuilder
+from shared import registry
+from shared.config import GeneratorConfig
+from shared.contracts import chunk_pb2
+from shared.text import detect_language
+
+
+class ChatGenerator:
+    """Registered as generator `openai`; works with OpenAI, vLLM and Ollama (their /v1 chat endpoint)."""
+
+    name = "openai"
+
+    def __init__(self, config: GeneratorConfig, client: ChatClient | None = None):
+        self._config = config
+        self._client = client or ChatClient(config.base_url, config.model, api_key_env=config.api_key_env,
+                                            timeout_s=config.timeout_s, max_retries=config.max_retries,
+                                            temperature=config.temperature, max_tokens=config.max_tokens)
+        self._prompts = PromptBuilder(config.templates_dir)
+
+    def messages(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str, intent: str) -> list[dict]:
+        language = detect_language(query)
+        refusal = self._config.refusal_zh if language == "zh" else self._config.refusal_en
+        return self._prompts.messages(kb=kb, query=query, sources=sources, intent=intent, language=language,
+                                      refusal=refusal)
+
+    def generate(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str = "",
+                 intent: str = "concept") -> Draft:
+        answer = self._client.complete(self.messages(query, sources, kb=kb, intent=intent))
+        return Draft(answer.strip(), self.is_refusal(answer), f"{self.name}:{self._client.model}")
+
+    def stream(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str = "",
+               intent: str = "concept") -> Iterator[str]:
+        yield from self._client.stream(self.messages(query, sources, kb=kb, intent=intent))
+
+    def is_refusal(self, answer: str) -> bool:
+        """The prompt asks the model to reply with exactly the refusal text when the sources do not answer."""
+        text = answer.strip().rstrip("。.").strip()
+        return text in {self._config.refusal_en.rstrip("。."), self._config.refusal_zh.rstrip("。.")}
+
+    def close(self) -> None:
+        self._client.close()
+
+
+@registry.register("generator", "openai")
+def _openai(config: GeneratorConfig) -> ChatGenerator:
+    return ChatGenerator(config)

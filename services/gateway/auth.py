@@ -1,0 +1,243 @@
+"""Tenants and API keys: a key maps to a role (reader < writer < admin), namespaces and ACL groups.
+
+Keys live in a YAML file as SHA-256 hashes (the raw key is shown once, when it
+is created). No keys file, or one with no keys, means auth is off: every caller
+is an anonymous admin on any namespace and document ACLs are not applied, which
+keeps the embedded quickstart open. The file is re-read when it changes.
+
+The caller of the current request is kept in a context variable, set by the
+REST dependency and the gRPC interceptor, so the gateway's operations scope
+namespaces and ACL groups without every handler passing it along.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import os
+import re
+import secrets
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import yaml
+
+from services.gateway.watched_file import file_stamp
+from shared.config import DEFAULT_NAMESPACE
+from shared.errors import AlreadyExists, InvalidArgument, NotFound, RagkbError
+
+ROLES = ("reader", "writer", "admin")
+ANY = "*"
+KEY_PREFIX = "rk_"
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class Unauthenticated(RagkbError):
+    code = grpc.StatusCode.UNAUTHENTICATED
+    http_status = 401
+
+
+class PermissionDenied(RagkbError):
+    code = grpc.StatusCode.PERMISSION_DENIED
+    http_status = 403
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling. `namespaces`/`groups` None = unrestricted (open mode, or '*' in the keys file)."""
+
+    name: str
+    role: str
+    namespaces: tuple[str, ...] | None
+    groups: tuple[str, ...] | None
+
+    def require(self, role: str) -> None:
+        if ROLES.index(self.role) < ROLES.index(role):
+            raise PermissionDenied(f"key {self.name!r} has role {self.role}; this needs {role}")
+
+    def read_namespaces(self, requested) -> list[str]:
+        """The namespaces a read may search: those asked for (all checked), or all of the caller's."""
+        asked = [ns for ns in requested if ns]
+        if self.namespaces is None:
+            return asked or [DEFAULT_NAMESPACE]
+        if not asked:
+            return list(self.namespaces)
+        self._check(asked)
+        return asked
+
+    def write_namespace(self, requested: str) -> str:
+        if self.namespaces is None:
+            return requested or DEFAULT_NAMESPACE
+        namespace = requested or self.namespaces[0]
+        self._check([namespace])
+        return namespace
+
+    def can_see(self, namespace: str) -> bool:
+        return self.namespaces is None or namespace in self.namespaces
+
+    def _check(self, namespaces: list[str]) -> None:
+        outside = [ns for ns in namespaces if ns not in self.namespaces]
+        if outside:
+            raise PermissionDenied(f"key {self.name!r} may not access namespace(s) {', '.join(outside)}")
+
+
+OPEN = Principal(name="anonymous", role="admin", namespaces=None, groups=None)
+_current: contextvars.ContextVar[Principal] = contextvars.ContextVar("ragkb_principal", default=OPEN)
+
+
+def current() -> Principal:
+    return _current.get()
+
+
+def use(principal: Principal) -> contextvars.Token:
+    return _current.set(principal)
+
+
+def reset(token: contextvars.Token) -> None:
+    _current.reset(token)
+
+
+def hash_key(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+class KeyStore:
+    """API keys backed by a YAML file (hashes only); re-read when the file changes."""
+
+    def __init__(self, path: Path | None):
+        self.path = Path(path) if path else None
+        self._lock = threading.Lock()
+        self._stamp: tuple | None = None
+        self._by_hash: dict[str, dict] = {}
+        self._refresh()
+
+    @property
+    def enabled(self) -> bool:
+        self._refresh()
+        return bool(self._by_hash)
+
+    def authenticate(self, raw_key: str | None) -> Principal:
+        """The principal for a presented key (OPEN while auth is off)."""
+        self._refresh()
+        if not self._by_hash:
+            return OPEN
+        if not raw_key:
+            raise Unauthenticated("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
+        entry = self._by_hash.get(hash_key(raw_key.strip()))
+        if entry is None:
+            raise Unauthenticated("the API key is not valid")
+        namespaces = tuple(entry["namespaces"])
+        groups = tuple(entry.get("groups", ()))
+        return Principal(name=entry["name"], role=entry["role"],
+                         namespaces=None if ANY in namespaces else namespaces,
+                         groups=None if ANY in groups else groups)
+
+    def list(self) -> list[dict]:
+        self._refresh()
+        return [{k: v for k, v in e.items() if k != "sha256"} for e in self._by_hash.values()]
+
+    def create(self, name: str, *, role: str, namespaces: list[str], groups: list[str] | None = None) -> str:
+        """Add a key and return the raw key (the only time it is visible)."""
+        entry = validate_entry({"name": name, "role": role, "namespaces": namespaces, "groups": groups or []})
+        raw = KEY_PREFIX + secrets.token_urlsafe(32)
+        entry["sha256"] = hash_key(raw)
+        with self._lock:
+            entries = self._read_entries()
+            if any(e["name"] == name for e in entries):
+                raise AlreadyExists(f"a key named {name!r} already exists")
+            self._write_entries([*entries, entry])
+        return raw
+
+    def delete(self, name: str) -> None:
+        with self._lock:
+            entries = self._read_entries()
+            kept = [e for e in entries if e["name"] != name]
+            if len(kept) == len(entries):
+                raise NotFound(f"no key named {name!r}")
+            self._write_entries(kept)
+
+    def _refresh(self) -> None:
+        if self.path is None:
+            return
+        stamp = file_stamp(self.path)
+        if stamp == self._stamp:
+            return
+        with self._lock:
+            entries = self._read_entries()
+            self._by_hash = {e["sha256"]: e for e in entries}
+            self._stamp = stamp
+
+    def _read_entries(self) -> list[dict]:
+        """Entries from the file; a broken file is an error naming it (auth never silently turns off)."""
+        if self.path is None or not self.path.exists():
+            return []
+        try:
+            data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as error:
+            raise RagkbError(f"keys file {self.path} is not readable YAML: {error}") from None
+        raw_entries = data.get("keys", []) if isinstance(data, dict) else None
+        if not isinstance(raw_entries, list):
+            raise RagkbError(f"keys file {self.path}: expected a mapping with a 'keys' list")
+        entries = []
+        for position, raw in enumerate(raw_entries, start=1):
+            try:
+                entry = validate_entry(raw)
+                digest = str(raw.get("sha256", ""))
+                if not re.fullmatch(r"[0-9a-f]{64}", digest):
+                    raise InvalidArgument("sha256 must be 64 lower-case hex digits")
+            except InvalidArgument as error:
+                raise RagkbError(f"keys file {self.path}, key #{position}: {error.message}") from None
+            entries.append({**entry, "sha256": digest})
+        return entries
+
+    def _write_entries(self, entries: list[dict]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        staging = self.path.with_suffix(self.path.suffix + ".tmp")
+        staging.write_text(yaml.safe_dump({"keys": entries}, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        os.chmod(staging, 0o600)
+        os.replace(staging, self.path)
+        self._stamp = None
+
+
+def validate_entry(raw) -> dict:
+    if not isinstance(raw, dict):
+        raise InvalidArgument("a key entry must be a mapping")
+    name, role = str(raw.get("name", "")), str(raw.get("role", ""))
+    if not _NAME.match(name):
+        raise InvalidArgument(f"invalid key name {name!r}: use 1-64 letters, digits, '.', '-' or '_'")
+    if role not in ROLES:
+        raise InvalidArgument(f"invalid role {role!r}; roles: {', '.join(ROLES)}")
+    namespaces, groups = raw.get("namespaces") or [], raw.get("groups") or []
+    if not isinstance(namespaces, list) or not namespaces or not all(isinstance(n, str) and n for n in namespaces):
+        raise InvalidArgument(f"key {name!r} needs a non-empty list of namespaces ('*' = all)")
+    if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
+        raise InvalidArgument(f"key {name!r}: groups must be a list of names ('*' = ignore document ACLs)")
+    return {"name": name, "role": role, "namespaces": list(namespaces), "groups": list(groups)}
+
+
+
+def key_store_for(settings) -> KeyStore:
+    """The keys file named by settings, or <data_dir>/keys.yaml."""
+    return KeyStore(Path(settings.keys_file) if settings.keys_file else Path(settings.data_dir) / "keys.yaml")
+
+
+def required_role(method: str, path: str) -> str:
+    """The least role a REST call needs: admin paths admin, reads (GET, queries, replays) reader, other writes writer."""
+    if path.startswith("/v1/admin"):
+        return "admin"
+    if method in ("GET", "HEAD", "OPTIONS"):
+        return "reader"
+    leaf = path.rstrip("/").rsplit("/", 1)[-1].lower()
+    return "reader" if leaf in READ_ACTIONS else "writer"
+
+
+def grpc_role(full_method: str) -> str:
+    """The least role a gRPC method needs, from its name (Get*/List*/Query* read, the rest write)."""
+    name = full_method.rsplit("/", 1)[-1]
+    return "reader" if name.startswith(("Get", "List", "Query", "Stream", "Chat")) else "writer"
+
+
+# POST actions that only read the knowledge base (queries, streams, conversation turns, replays)
+READ_ACTIONS = ("query", "stream", "chat", "messages", "replay", "retrieve", "ask")

@@ -1,0 +1,106 @@
+"""Per-request traces: every list the query went through, with scores and ranks, kept in a bounded store.
+
+A trace holds the request (so it can be replayed), the step settings and step
+outcomes, each stage's timing and metadata, and the BM25, dense, fused,
+reranked and dropped lists. Traces live in SQLite under the data directory;
+the oldest are deleted once `limit` is exceeded.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+from google.protobuf import json_format
+
+from shared.contracts import chunk_pb2
+from shared.errors import InvalidArgument, NotFound
+
+SNIPPET_CHARS = 300
+
+
+def candidate_entry(rank: int, candidate: chunk_pb2.Candidate) -> dict:
+    chunk = candidate.chunk
+    return {
+        "rank": rank, "chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id, "namespace": chunk.namespace,
+        "score": round(candidate.score, 6),
+        "bm25_rank": candidate.bm25_rank, "bm25_score": round(candidate.bm25_score, 6),
+        "dense_rank": candidate.dense_rank, "dense_score": round(candidate.dense_score, 6),
+        "rerank_score": round(candidate.rerank_score, 6),
+        "heading_path": list(chunk.heading_path), "source": chunk.source.uri,
+        "text": (chunk.raw_content or chunk.content)[:SNIPPET_CHARS],
+    }
+
+
+def candidate_list(candidates) -> list[dict]:
+    return [candidate_entry(rank, c) for rank, c in enumerate(candidates, start=1)]
+
+
+def dropped_list(dropped, known: dict[str, chunk_pb2.Candidate]) -> list[dict]:
+    """What post-retrieval dropped and why; chunk details come from the fused list it was cut from."""
+    entries = []
+    for item in dropped:
+        entry = {"chunk_id": item.chunk_id, "reason": item.reason, "score": round(item.score, 6)}
+        candidate = known.get(item.chunk_id)
+        if candidate is not None:
+            entry.update({"doc_id": candidate.chunk.doc_id, "namespace": candidate.chunk.namespace,
+                          "text": (candidate.chunk.raw_content or candidate.chunk.content)[:SNIPPET_CHARS]})
+        entries.append(entry)
+    return entries
+
+
+def stage_entries(stages) -> list[dict]:
+    return [{"name": s.name, "ms": s.ms, "metadata": dict(s.metadata)} for s in stages]
+
+
+def message_dicts(messages) -> list[dict]:
+    return [json_format.MessageToDict(m, preserving_proto_field_name=True) for m in messages]
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class TraceStore:
+    """Bounded trace storage (SQLite, WAL); safe to share between threads."""
+
+    def __init__(self, path: Path, *, limit: int = 1000):
+        if limit < 1:
+            raise ValueError(f"trace limit must be >= 1, got {limit}")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS traces (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+                         "trace_id TEXT NOT NULL UNIQUE, namespaces TEXT NOT NULL, body TEXT NOT NULL)")
+
+    def put(self, trace: dict) -> None:
+        body = json.dumps(trace, ensure_ascii=False)
+        namespaces = json.dumps(trace["request"]["namespaces"])
+        with self._lock:
+            cursor = self._db.execute("INSERT OR REPLACE INTO traces(trace_id, namespaces, body) VALUES (?, ?, ?)",
+                                      (trace["trace_id"], namespaces, body))
+            self._db.execute("DELETE FROM traces WHERE seq <= ?", (cursor.lastrowid - self.limit,))
+
+    def get(self, trace_id: str) -> dict:
+        if not trace_id or len(trace_id) > 64 or not trace_id.isalnum():
+            raise InvalidArgument(f"invalid trace id {trace_id[:80]!r}: expected up to 64 letters and digits")
+        with self._lock:
+            row = self._db.execute("SELECT body FROM traces WHERE trace_id = ?", (trace_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no trace {trace_id!r} (it may have been evicted; the store keeps the last {self.limit})")
+        return json.loads(row[0])
+
+    def count(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT count(*) FROM traces").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -24,9 +24,15 @@ COPY proto/ proto/
 COPY shared/ shared/
 COPY services/ services/
 COPY ragkb/ ragkb/
-RUN pip install ${PIP_INDEX_OPTS} .
+# PDF parsing imports unstructured-inference; its declared deps (timm, torchvision, GUI opencv) are not needed
+RUN pip install ${PIP_INDEX_OPTS} . \
+    && pip install ${PIP_INDEX_OPTS} --no-deps "unstructured-inference==1.6.14"
 
 FROM ${PYTHON_IMAGE} AS runtime
+# parser: PDF rasterising (poppler), OCR for scanned PDFs (tesseract, Simplified Chinese + English), libmagic
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends poppler-utils tesseract-ocr tesseract-ocr-chi-sim libmagic1 \
+    && rm -rf /var/lib/apt/lists/*
 # /data owned by uid 10001: a named volume mounted there starts with this owner
 RUN groupadd --gid 10001 ragkb \
     && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ragkb \

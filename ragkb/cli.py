@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 from tqdm import tqdm
 
-from ragkb.client import RagkbApiError, RagkbClient, iter_files
+from ragkb import keys_cli
+from ragkb.client import FINAL_STATES, RagkbApiError, RagkbClient, iter_files
 from shared.config import Settings
 
 
@@ -197,6 +198,130 @@ def cmd_docs_delete(args) -> int:
     return 0
 
 
+def cmd_eval(args) -> int:
+    from ragkb.eval import format_table, run_eval
+    from shared.errors import RagkbError
+
+    try:
+        config = Path(args.kb_config).read_text(encoding="utf-8") if args.kb_config else ""
+        results = run_eval(Path(args.dataset), args.split, kb_config_yaml=config, limit_docs=args.limit_docs,
+                           cache_path=Path(args.cache) if args.cache else None)
+    except (OSError, RagkbError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(format_table(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def _job_line(job: dict) -> str:
+    progress = f"{job['chunks_done']}/{job['chunks_total']}" if job["chunks_total"] else "-"
+    reason = f"  {job['error']}" if job["error"] else ""
+    return (f"{job['job_id'][:12]}  {job['namespace']:<12} {job['state']:<10} {progress:>9}  "
+            f"{job['filename']}{reason}")
+
+
+def cmd_jobs(args) -> int:
+    client = RagkbClient(args.url)
+    if args.cancel or args.retry:
+        job = client.cancel_job(args.cancel) if args.cancel else client.retry_job(args.retry)
+        print(_job_line(job))
+        return 0
+    if not args.kb:
+        print("ragkb jobs needs --kb (or --cancel/--retry JOB)", file=sys.stderr)
+        return 2
+    jobs = client.list_jobs(args.kb, namespace=args.namespace, limit=args.limit)
+    if not args.watch:
+        for job in jobs:
+            print(_job_line(job))
+        return 0
+    return _watch_jobs(client, args, jobs)
+
+
+def _watch_jobs(client: RagkbClient, args, jobs: list[dict]) -> int:
+    """One progress bar per active job (chunks done / total) until none is active."""
+    bars: dict[str, tqdm] = {}
+    try:
+        while True:
+            active = [job for job in jobs if job["state"] not in FINAL_STATES]
+            for job in jobs:
+                if job["job_id"] not in bars and job["state"] not in FINAL_STATES:
+                    bars[job["job_id"]] = tqdm(total=max(job["chunks_total"], 1), unit="chunk", leave=True,
+                                               position=len(bars), desc=job["filename"][-32:])
+                bar = bars.get(job["job_id"])
+                if bar is not None:
+                    bar.total = max(job["chunks_total"], 1)
+                    bar.n = job["chunks_done"]
+                    bar.set_postfix_str(job["state"] if not job["error"] else f"{job['state']}: {job['error'][:60]}")
+            if not active:
+                return 0
+            time.sleep(args.interval)
+            jobs = client.list_jobs(args.kb, namespace=args.namespace, limit=args.limit)
+    finally:
+        for bar in bars.values():
+            bar.close()
+
+
+def cmd_sync(args) -> int:
+    from ragkb.folder import ManifestError, scan
+
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        print(f"not a folder: {folder}", file=sys.stderr)
+        return 2
+    try:
+        files = scan(folder)
+    except ManifestError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    client = RagkbClient(args.url)
+    plan = client.sync(args.kb, [f.entry() for f in files], namespace=args.namespace, dry_run=args.dry_run)
+    if args.dry_run:
+        print(f"would upload {len(plan['upload'])} ({len(plan['moved'])} moved), keep {len(plan['unchanged'])}, "
+              f"delete {len(plan['deleted'])}")
+        return 0
+    by_id = {f.doc_id: f for f in files}
+    failures: list[tuple[str, str]] = []
+    jobs = []
+    for doc_id in plan["upload"]:
+        file = by_id[doc_id]
+        try:
+            jobs.append(client.upload(args.kb, file.source_uri, file.path.read_bytes(), namespace=args.namespace,
+                                      doc_id=doc_id)["job_id"])
+        except RagkbApiError as error:
+            failures.append((file.source_uri, error.message))
+    outcomes: dict[str, int] = {}
+    with tqdm(total=len(jobs), desc=f"sync -> {args.kb}", unit="file") as bar:
+        def finished(job: dict) -> None:
+            if job["state"] == "done":
+                outcomes[job["outcome"]] = outcomes.get(job["outcome"], 0) + 1
+            else:
+                failures.append((job["filename"], job["error"] or job["state"]))
+            bar.update(1)
+
+        client.wait(jobs, on_final=finished)
+    written = ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())) or "none"
+    print(f"{sum(outcomes.values())} synced ({written}), {len(plan['moved'])} moved, "
+          f"{len(plan['unchanged'])} unchanged, {len(plan['deleted'])} deleted, {len(failures)} failed")
+    for name, reason in failures:
+        print(f"  FAILED {name}: {reason}")
+    return 1 if failures else 0
+
+
+def cmd_reconcile(args) -> int:
+    report = RagkbClient(args.url).reconcile(args.kb, namespace=args.namespace, dry_run=args.dry_run)
+    print(f"{report['kb']}: {report['documents_checked']} documents, {report['chunks_checked']} chunks checked, "
+          f"{len(report['repairs'])} {'to repair' if args.dry_run else 'repaired'}")
+    for repair in report["repairs"]:
+        print(f"  {repair['namespace']}/{repair['doc_id']}: {repair['action']} (keyword +{repair['restored_keyword']}, "
+              f"vector +{repair['restored_vector']}, strays -{repair['strays_deleted']}, "
+              f"unrecoverable {repair['unrecoverable']})")
+    for skipped in report["skipped"]:
+        print(f"  skipped {skipped}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragkb", description="RAG knowledge infrastructure")
     parser.add_argument("--url", default=None, help="gateway REST URL (default $RAGKB_URL or http://127.0.0.1:8780)")
@@ -243,6 +368,39 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--kb", required=True)
     delete.add_argument("--namespace", default="")
     delete.set_defaults(func=cmd_docs_delete)
+
+    jobs = commands.add_parser("jobs", help="ingestion jobs of a knowledge base; --watch shows live progress")
+    jobs.add_argument("--kb")
+    jobs.add_argument("--namespace", default="")
+    jobs.add_argument("--limit", type=int, default=100)
+    jobs.add_argument("--watch", action="store_true", help="progress bars until no job is active")
+    jobs.add_argument("--interval", type=float, default=0.5, help="seconds between refreshes with --watch")
+    jobs.add_argument("--cancel", metavar="JOB", help="cancel a queued or running job")
+    jobs.add_argument("--retry", metavar="JOB", help="run a failed or cancelled job again")
+    jobs.set_defaults(func=cmd_jobs)
+
+    sync = commands.add_parser("sync", help="make a namespace mirror a folder (added, changed, moved, deleted)")
+    sync.add_argument("folder")
+    sync.add_argument("--kb", required=True)
+    sync.add_argument("--namespace", default="")
+    sync.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
+    sync.set_defaults(func=cmd_sync)
+
+    reconcile = commands.add_parser("reconcile", help="check the registry against both stores and repair")
+    reconcile.add_argument("--kb", required=True)
+    reconcile.add_argument("--namespace", default="")
+    reconcile.add_argument("--dry-run", action="store_true", help="report divergence, change nothing")
+    reconcile.set_defaults(func=cmd_reconcile)
+
+    evaluate = commands.add_parser("eval", help="retrieval quality (nDCG, recall, MRR, latency) on a BEIR dataset")
+    evaluate.add_argument("--dataset", required=True, help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/")
+    evaluate.add_argument("--split", default="test")
+    evaluate.add_argument("--kb-config", help="KB YAML naming the stores and embedder (default: embedded engines)")
+    evaluate.add_argument("--limit-docs", type=int, default=0, help="index at most N documents (judged ones first)")
+    evaluate.add_argument("--cache", help="document-vector cache file (default ~/.cache/ragkb/eval-vectors.sqlite)")
+    evaluate.add_argument("--json", help="also write the metrics to this file")
+    evaluate.set_defaults(func=cmd_eval)
+    keys_cli.add_commands(commands)
     return parser
 
 

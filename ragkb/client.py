@@ -28,9 +28,11 @@ def default_url() -> str:
 
 
 class RagkbClient:
-    def __init__(self, base_url: str | None = None, *, timeout_s: float = 120.0):
+    def __init__(self, base_url: str | None = None, *, timeout_s: float = 120.0, api_key: str | None = None):
         self.base_url = base_url or default_url()
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+        api_key = api_key if api_key is not None else os.environ.get("RAGKB_API_KEY", "")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=headers)
 
     def _request(self, method: str, path: str, **kwargs) -> dict:
         response = self._http.request(method, path, **kwargs)
@@ -57,12 +59,33 @@ class RagkbClient:
     def get_kb(self, name: str) -> dict:
         return self._request("GET", f"/v1/knowledge-bases/{name}")
 
-    def upload(self, kb: str, filename: str, content: bytes, *, namespace: str = "", doc_id: str = "") -> dict:
-        return self._request("POST", f"/v1/knowledge-bases/{kb}/documents",
-                             files={"file": (filename, content)}, data={"namespace": namespace, "doc_id": doc_id})
+    def upload(self, kb: str, filename: str, content: bytes, *, namespace: str = "", doc_id: str = "",
+               acl: str = "") -> dict:
+        """`acl`: groups allowed to read the document, comma separated (empty = everyone in the namespace)."""
+        data = {"namespace": namespace, "doc_id": doc_id, **({"acl": acl} if acl else {})}
+        return self._request("POST", f"/v1/knowledge-bases/{kb}/documents", files={"file": (filename, content)},
+                             data=data)
 
     def job(self, job_id: str) -> dict:
         return self._request("GET", f"/v1/jobs/{job_id}")
+
+    def list_jobs(self, kb: str, *, namespace: str = "", limit: int = 100) -> list[dict]:
+        return self._request("GET", f"/v1/knowledge-bases/{kb}/jobs",
+                             params={"namespace": namespace, "limit": limit})["jobs"]
+
+    def cancel_job(self, job_id: str) -> dict:
+        return self._request("POST", f"/v1/jobs/{job_id}/cancel")
+
+    def retry_job(self, job_id: str) -> dict:
+        return self._request("POST", f"/v1/jobs/{job_id}/retry")
+
+    def sync(self, kb: str, entries: list[dict], *, namespace: str = "", dry_run: bool = False) -> dict:
+        return self._request("POST", f"/v1/knowledge-bases/{kb}/sync",
+                             json={"namespace": namespace, "entries": entries, "dry_run": dry_run})
+
+    def reconcile(self, kb: str, *, namespace: str = "", dry_run: bool = False) -> dict:
+        return self._request("POST", f"/v1/knowledge-bases/{kb}/reconcile",
+                             json={"namespace": namespace, "dry_run": dry_run})
 
     def wait(self, job_ids: Iterable[str], *, on_final: Callable[[dict], None] | None = None,
              poll_s: float = 0.2, timeout_s: float = 3600) -> list[dict]:
@@ -93,6 +116,39 @@ class RagkbClient:
 
     def delete_document(self, kb: str, doc_id: str, *, namespace: str = "") -> dict:
         return self._request("DELETE", f"/v1/knowledge-bases/{kb}/documents/{doc_id}", params={"namespace": namespace})
+
+    def trace(self, trace_id: str) -> dict:
+        """The stored trace of a query: step outcomes, stage timings, BM25/dense/fused/reranked/dropped lists."""
+        return self._request("GET", f"/v1/traces/{trace_id}")
+
+    def replay(self, trace_id: str) -> dict:
+        return self._request("POST", f"/v1/traces/{trace_id}/replay")
+
+    def steps(self) -> dict:
+        return self._request("GET", "/v1/admin/steps")
+
+    def set_steps(self, steps: dict) -> dict:
+        """Replace the live step settings (step name -> {enabled, skip_when, timeout_s})."""
+        return self._request("PUT", "/v1/admin/steps", json={"steps": steps})
+
+    def reload_steps(self) -> dict:
+        return self._request("POST", "/v1/admin/steps/reload")
+
+    def create_key(self, name: str, *, role: str, namespaces: list[str], groups: list[str] | None = None) -> dict:
+        """A new API key; the raw key is in the answer's `key` and is not shown again."""
+        return self._request("POST", "/v1/admin/keys",
+                             json={"name": name, "role": role, "namespaces": namespaces, "groups": groups or []})
+
+    def list_keys(self) -> dict:
+        return self._request("GET", "/v1/admin/keys")
+
+    def delete_key(self, name: str) -> dict:
+        return self._request("DELETE", f"/v1/admin/keys/{name}")
+
+    def metrics(self) -> str:
+        response = self._http.get("/metrics")
+        response.raise_for_status()
+        return response.text
 
     def close(self) -> None:
         self._http.close()

@@ -52,6 +52,8 @@ class EmbeddedStack:
             server.start()
             self.servers[name] = server
             addresses[f"{name}_addr"] = server.address
+            # later layers reach earlier ones (the reranker fetches split parts from the retriever)
+            self.settings = replace(self.settings, **addresses)
         self.settings = replace(self.settings, **addresses)
         self.gateway = gateway_main.build(self.settings, grpc_port=port, http_port=port)
         self.gateway.start()

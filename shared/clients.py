@@ -125,6 +125,36 @@ class IndexerClient(_ServiceClient):
         request = indexer_pb2.ListDocumentsRequest(kb=kb, namespace=namespace)
         return list(self._call("ListDocuments", request, idempotent=True).documents)
 
+    def index_document_stream(self, request: indexer_pb2.IndexDocumentRequest, *, timeout_s: float | None = None):
+        """Progress messages, the last carrying the result. `.cancel()` on the returned call rolls back.
+
+        Iterating raises the project's exceptions, like every other call.
+        """
+        return _TranslatedStream(self._stub.IndexDocumentStream(request, timeout=timeout_s or self.timeout_s),
+                                 self.service)
+
+    def reconcile(self, kb: str, namespace: str = "", *, dry_run: bool = False,
+                  timeout_s: float | None = None) -> indexer_pb2.ReconcileReport:
+        request = indexer_pb2.ReconcileRequest(kb=kb, namespace=namespace, dry_run=dry_run)
+        return self._call("Reconcile", request, timeout_s=timeout_s, idempotent=True)
+
+
+class _TranslatedStream:
+    """A server stream whose errors come out as the project's exceptions."""
+
+    def __init__(self, call, service: str):
+        self._call = call
+        self._service = service
+
+    def __iter__(self):
+        try:
+            yield from self._call
+        except grpc.RpcError as error:
+            raise from_rpc_error(error, service=self._service) from None
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
 
 class RetrieverClient(_ServiceClient):
     service = "retriever"
@@ -133,6 +163,11 @@ class RetrieverClient(_ServiceClient):
     def retrieve(self, request: retriever_pb2.RetrieveRequest, *,
                  timeout_s: float | None = None) -> retriever_pb2.RetrieveResponse:
         return self._call("Retrieve", request, timeout_s=timeout_s, idempotent=True)
+
+    def chunks_by_group(self, kb: str, namespaces: list[str], group_ids: list[str], *,
+                        timeout_s: float | None = None) -> list[chunk_pb2.KnowledgeChunk]:
+        request = retriever_pb2.ChunksByGroupRequest(kb=kb, namespaces=namespaces, group_ids=group_ids)
+        return list(self._call("ChunksByGroup", request, timeout_s=timeout_s, idempotent=True).chunks)
 
 
 class RerankerClient(_ServiceClient):
@@ -153,6 +188,12 @@ class GeneratorClient(_ServiceClient):
                  timeout_s: float | None = None) -> generator_pb2.GenerateResponse:
         request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources)
         return self._call("Generate", request, timeout_s=timeout_s, idempotent=True)
+
+    def generate_stream(self, kb: str, query: str, sources: list[chunk_pb2.Candidate], *,
+                        timeout_s: float | None = None):
+        """GenerateEvents as the model writes (tokens, then one final); errors become the project's exceptions."""
+        request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources)
+        return _TranslatedStream(self._stub.GenerateStream(request, timeout=timeout_s or self.timeout_s), self.service)
 
 
 class GatewayClient(_ServiceClient):
@@ -183,3 +224,7 @@ class GatewayClient(_ServiceClient):
 
     def query(self, request: gateway_pb2.QueryRequest, *, timeout_s: float | None = None) -> gateway_pb2.QueryResponse:
         return self._call("Query", request, timeout_s=timeout_s, idempotent=True)
+
+    def query_stream(self, request: gateway_pb2.QueryRequest, *, timeout_s: float | None = None):
+        """QueryEvents: tokens, then citations, then done (the whole response)."""
+        return _TranslatedStream(self._stub.QueryStream(request, timeout=timeout_s or self.timeout_s), self.service)

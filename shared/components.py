@@ -27,13 +27,24 @@ def _sqlite_fts5(config: KeywordStoreConfig, *, kb: str, settings: Settings) -> 
     return SqliteFtsKeywordStore(kb_dir(settings, kb) / "keyword.sqlite", analyzer=config.analyzer)
 
 
+@registry.register("keyword_store", "elasticsearch")
+def _elasticsearch(config: KeywordStoreConfig, *, kb: str, settings: Settings) -> KeywordStore:
+    from shared.stores.elasticsearch import ElasticsearchKeywordStore
+
+    return ElasticsearchKeywordStore(config.hosts, kb=kb, index_prefix=config.index_prefix, analyzer=config.analyzer,
+                                     request_timeout_s=config.request_timeout_s, max_retries=config.max_retries,
+                                     refresh=config.refresh, shards=config.shards, replicas=config.replicas)
+
+
 @registry.register("vector_store", "milvus")
 def _milvus(config: VectorStoreConfig, *, kb: str, settings: Settings, embedder: Embedder) -> VectorStore:
     from shared.stores.milvus import MilvusVectorStore
 
     uri = config.uri or str(settings.data_dir / "milvus.db")
     return MilvusVectorStore(uri, kb=kb, model_id=embedder.model_id, dimension=embedder.dimension,
-                             index_type=config.index_type, metric=config.metric)
+                             index_type=config.index_type, metric=config.metric,
+                             index_params=config.index_params, search_params=config.search_params,
+                             timeout_s=config.timeout_s, search_consistency=config.search_consistency)
 
 
 def kb_dir(settings: Settings, kb: str) -> Path:

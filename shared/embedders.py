@@ -101,7 +101,8 @@ class SentenceTransformerEmbedder:
         return self.embed_documents([text])[0]
 
     def count_tokens(self, text: str) -> int:
-        return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+        with self._lock:  # a fast tokenizer used from two threads raises "Already borrowed"
+            return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
 
 
 def _dimension_of(model) -> int:

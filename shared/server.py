@@ -14,7 +14,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from typing import Any
 
@@ -86,14 +86,15 @@ class ServiceServer:
     """
 
     def __init__(self, name: str, *, host: str = "127.0.0.1", port: int = 0, max_workers: int = 16,
-                 grace_s: float = 5.0):
+                 grace_s: float = 5.0, interceptors: Sequence[grpc.ServerInterceptor] = ()):
         self.name = name
         self._host = host
         self._requested_port = port
         self._grace_s = grace_s
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-rpc"),
-            interceptors=[ServiceInterceptor(name)],
+            # error translation outermost, so errors raised by inner interceptors (auth) map to status codes too
+            interceptors=[ServiceInterceptor(name), *interceptors],
             options=SERVER_OPTIONS,
         )
         self._health = health.HealthServicer()

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from services.gateway.runtime import QueryRuntime
+from services.gateway import auth
+from services.gateway.runtime import QueryRuntime, create_runtime
 from shared.clients import GeneratorClient, IndexerClient, ParserClient, RerankerClient, RetrieverClient
 from shared.config import DEFAULT_NAMESPACE
 from shared.contracts import gateway_pb2, indexer_pb2
-from shared.errors import InvalidArgument, UnsupportedFileType
+from shared.errors import InvalidArgument, NotFound, UnsupportedFileType
+from services.gateway.sync import plan_sync
 from services.worker.queue import JobQueue
 from shared.ids import default_doc_id
 from shared.jobs import JobStore
@@ -31,11 +33,14 @@ class Downstream:
 
 
 class Gateway:
-    def __init__(self, downstream: Downstream, jobs: JobStore, queue: JobQueue):
+    def __init__(self, downstream: Downstream, jobs: JobStore, queue: JobQueue, *,
+                 runtime: QueryRuntime | None = None, keys: auth.KeyStore | None = None):
         self.downstream = downstream
         self._jobs = jobs
         self._queue = queue
-        self._runtime = QueryRuntime(downstream.retriever, downstream.reranker, downstream.generator)
+        self._runtime = runtime or create_runtime(retriever=downstream.retriever, reranker=downstream.reranker,
+                                                  generator=downstream.generator)
+        self.keys = keys or auth.KeyStore(None)
         self._supported_types: list[str] | None = None
 
     def create_kb(self, name: str, description: str = "", config_yaml: str = "") -> indexer_pb2.KnowledgeBase:
@@ -50,6 +55,7 @@ class Gateway:
     def ingest(self, kb: str, filename: str, content: bytes, *, namespace: str = "", doc_id: str = "",
                metadata: dict[str, str] | None = None) -> gateway_pb2.IngestJob:
         """Check what can be checked at once (KB exists, type supported, size), then queue the job."""
+        namespace = auth.current().write_namespace(namespace)
         self.downstream.indexer.get_kb(kb)
         if not filename:
             raise InvalidArgument("a document upload needs a file name")
@@ -64,7 +70,7 @@ class Gateway:
         job = self._jobs.create(kb=kb, namespace=namespace or DEFAULT_NAMESPACE,
                                 doc_id=doc_id or default_doc_id(filename), filename=filename, content=content,
                                 metadata_json=json.dumps(metadata or {}))
-        self._queue.submit(job.job_id)
+        self._queue.submit(job.job_id, job.namespace)
         return job
 
     def supported_types(self) -> list[str]:
@@ -73,16 +79,55 @@ class Gateway:
         return self._supported_types
 
     def get_job(self, job_id: str) -> gateway_pb2.IngestJob:
-        return self._jobs.get(job_id)
+        job = self._jobs.get(job_id)
+        if not auth.current().can_see(job.namespace):
+            raise NotFound(f"no job {job_id!r}")  # the same answer as a missing job: ids do not leak across tenants
+        return job
 
-    def list_jobs(self, kb: str) -> list[gateway_pb2.IngestJob]:
-        return self._jobs.list(kb)
+    def list_jobs(self, kb: str, namespace: str = "", limit: int = 100) -> list[gateway_pb2.IngestJob]:
+        principal = auth.current()
+        return [job for job in self._jobs.list(kb, namespace, limit) if principal.can_see(job.namespace)]
+
+    def cancel_job(self, job_id: str) -> gateway_pb2.IngestJob:
+        auth.current().write_namespace(self.get_job(job_id).namespace)
+        return self._jobs.cancel(job_id)
+
+    def retry_job(self, job_id: str) -> gateway_pb2.IngestJob:
+        auth.current().write_namespace(self.get_job(job_id).namespace)
+        job = self._jobs.retry(job_id)
+        self._queue.submit(job.job_id, job.namespace)
+        return job
+
+    def sync_folder(self, request: gateway_pb2.SyncFolderRequest) -> gateway_pb2.SyncFolderResponse:
+        """Delete what the folder no longer has; say which files to upload (see services.gateway.sync)."""
+        namespace = auth.current().write_namespace(request.namespace)
+        plan = plan_sync(list(request.entries), self.downstream.indexer.list_documents(request.kb, namespace))
+        if not request.dry_run:
+            for doc_id in plan.deleted:
+                self.downstream.indexer.delete_document(request.kb, namespace, doc_id)
+        return gateway_pb2.SyncFolderResponse(upload=plan.upload, unchanged=plan.unchanged, moved=plan.moved,
+                                              deleted=plan.deleted)
+
+    def reconcile(self, kb: str, namespace: str = "", dry_run: bool = False) -> indexer_pb2.ReconcileReport:
+        principal = auth.current()
+        if principal.namespaces is not None:
+            namespace = principal.write_namespace(namespace)
+        return self.downstream.indexer.reconcile(kb, namespace, dry_run=dry_run)
 
     def delete_document(self, kb: str, doc_id: str, namespace: str = "") -> indexer_pb2.DeleteDocumentResponse:
+        namespace = auth.current().write_namespace(namespace)
         return self.downstream.indexer.delete_document(kb, namespace or DEFAULT_NAMESPACE, doc_id)
 
     def list_documents(self, kb: str, namespace: str = "") -> list[indexer_pb2.DocumentRecord]:
-        return self.downstream.indexer.list_documents(kb, namespace)
+        principal = auth.current()
+        if principal.namespaces is None:
+            return self.downstream.indexer.list_documents(kb, namespace)
+        return [doc for ns in principal.read_namespaces([namespace])
+                for doc in self.downstream.indexer.list_documents(kb, ns)]
 
     def query(self, request: gateway_pb2.QueryRequest) -> gateway_pb2.QueryResponse:
-        return self._runtime.run(request)
+        return self._runtime.run(request).to_response()
+
+    @property
+    def runtime(self) -> QueryRuntime:
+        return self._runtime

@@ -1,7 +1,7 @@
 """Run the gateway (gRPC + REST) as its own process: `python -m services.gateway.main`.
 
-In embedded mode ingestion jobs run on an in-process queue with the same task
-code a Celery worker runs.
+Ingestion jobs go to Celery workers through Redis when RAGKB_BROKER_URL is set;
+otherwise (embedded mode) they run on an in-process queue with the same task code.
 """
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from services.gateway import servicer
+from services.gateway import auth, servicer
+from services.gateway.auth_grpc import AuthInterceptor
 from services.gateway.gateway import Downstream, Gateway
 from services.gateway.http import HttpServer
 from services.gateway.rest import create_app
+from services.gateway.runtime import runtime_from_settings
 from services.worker.pipeline import run_ingest_job
-from services.worker.queue import InProcessQueue
+from services.worker.queue import CeleryQueue, InProcessQueue, JobQueue
 from shared.clients import GeneratorClient, IndexerClient, ParserClient, RerankerClient, RetrieverClient
 from shared.config import Settings
 from shared.jobs import JobStore
@@ -48,15 +50,26 @@ def connect(settings: Settings) -> Downstream:
     )
 
 
+def job_queue(settings: Settings, downstream: Downstream, jobs: JobStore) -> JobQueue:
+    if settings.broker_url:
+        return CeleryQueue(settings)
+    run_job = partial(run_ingest_job, jobs=jobs, catalog=KnowledgeBaseCatalog(settings.data_dir),
+                      parser=downstream.parser, indexer=downstream.indexer,
+                      step_timeout_s=settings.ingest_step_timeout_s)
+    return InProcessQueue(run_job, jobs, workers=settings.ingest_workers, slots=settings.ingest_namespace_slots)
+
+
 def build(settings: Settings, *, grpc_port: int | None = None, http_port: int | None = None) -> GatewayProcess:
     downstream = connect(settings)
     jobs = JobStore(settings.data_dir)
-    run_job = partial(run_ingest_job, jobs=jobs, catalog=KnowledgeBaseCatalog(settings.data_dir),
-                      parser=downstream.parser, indexer=downstream.indexer)
-    queue = InProcessQueue(run_job, workers=settings.ingest_workers)
-    gateway = Gateway(downstream, jobs, queue)
+    queue = job_queue(settings, downstream, jobs)
+    runtime = runtime_from_settings(settings, retriever=downstream.retriever, reranker=downstream.reranker,
+                                    generator=downstream.generator)
+    gateway = Gateway(downstream, jobs, queue, runtime=runtime, keys=auth.key_store_for(settings))
     server = ServiceServer("gateway", host=settings.host,
-                           port=settings.port_of(settings.gateway_grpc_addr) if grpc_port is None else grpc_port)
+                           port=settings.port_of(settings.gateway_grpc_addr) if grpc_port is None else grpc_port,
+                           interceptors=[AuthInterceptor(gateway.keys)])
+    server.add_closer(runtime.close)
     servicer.add_to(server, gateway)
     server.add_closer(queue.close)
     server.add_closer(jobs.close)

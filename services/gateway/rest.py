@@ -10,18 +10,20 @@ from __future__ import annotations
 from typing import Annotated
 
 import grpc
-from fastapi import FastAPI, File, Form, Query, Request, UploadFile
+from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import BaseModel, Field
 
+from services.gateway import auth_rest, conversations, debug, steps_rest, trace_rest
 from services.gateway.gateway import Gateway
 from shared.clients import channel_target
 from shared.contracts import gateway_pb2
 from shared.errors import RagkbError
 from shared.jobs import outcome_name
+from shared.stores.acl import ACL_KEY, parse_groups
 
 
 def to_json(message) -> dict:
@@ -54,9 +56,31 @@ class QueryBody(BaseModel):
     top_k: int = Field(0, ge=0, le=200)
 
 
+class SyncEntryBody(BaseModel):
+    doc_id: str
+    source_uri: str = Field(description="the file's path inside the synced folder")
+    content_hash: str = Field(description="sha256 of the file's bytes, lower-case hex")
+
+
+class SyncBody(BaseModel):
+    namespace: str = ""
+    entries: list[SyncEntryBody] = Field(default_factory=list, max_length=100_000)
+    dry_run: bool = False
+
+
+class ReconcileBody(BaseModel):
+    namespace: str = Field("", description="empty = every namespace")
+    dry_run: bool = False
+
+
 def create_app(gateway: Gateway) -> FastAPI:
     app = FastAPI(title="ragkb gateway", version="1.0",
-                  description="Knowledge bases, ingestion jobs and cited answers.")
+                  description="Knowledge bases, ingestion jobs and cited answers.",
+                  dependencies=[Depends(auth_rest.authenticate)])  # API keys -> role, namespaces, ACL groups
+    app.state.gateway = gateway
+    for router in (trace_rest.router, steps_rest.router, auth_rest.router, debug.router):
+        app.include_router(router)
+    app.include_router(conversations.router)  # streamed answers (SSE)
 
     @app.exception_handler(RagkbError)
     async def _ragkb_error(request: Request, error: RagkbError):
@@ -91,9 +115,12 @@ def create_app(gateway: Gateway) -> FastAPI:
 
     @app.post("/v1/knowledge-bases/{kb}/documents", status_code=202)
     async def upload(kb: str, file: Annotated[UploadFile, File()], namespace: Annotated[str, Form()] = "",
-                     doc_id: Annotated[str, Form()] = ""):
+                     doc_id: Annotated[str, Form()] = "",
+                     acl: Annotated[str, Form(description="groups that may read it, comma separated; empty = all")] = ""):
         content = await file.read()
-        return job_json(gateway.ingest(kb, file.filename or "", content, namespace=namespace, doc_id=doc_id))
+        metadata = {ACL_KEY: ",".join(parse_groups(acl))} if acl.strip() else None
+        return job_json(gateway.ingest(kb, file.filename or "", content, namespace=namespace, doc_id=doc_id,
+                                       metadata=metadata))
 
     @app.get("/v1/knowledge-bases/{kb}/documents")
     def list_documents(kb: str, namespace: str = ""):
@@ -104,8 +131,27 @@ def create_app(gateway: Gateway) -> FastAPI:
         return to_json(gateway.delete_document(kb, doc_id, namespace))
 
     @app.get("/v1/knowledge-bases/{kb}/jobs")
-    def list_jobs(kb: str):
-        return {"jobs": [job_json(j) for j in gateway.list_jobs(kb)]}
+    def list_jobs(kb: str, namespace: str = "", limit: Annotated[int, Query(ge=0, le=1000)] = 100):
+        return {"jobs": [job_json(j) for j in gateway.list_jobs(kb, namespace, limit)]}
+
+    @app.post("/v1/jobs/{job_id}/cancel")
+    def cancel_job(job_id: str):
+        return job_json(gateway.cancel_job(job_id))
+
+    @app.post("/v1/jobs/{job_id}/retry", status_code=202)
+    def retry_job(job_id: str):
+        return job_json(gateway.retry_job(job_id))
+
+    @app.post("/v1/knowledge-bases/{kb}/sync")
+    def sync_folder(kb: str, body: SyncBody):
+        request = gateway_pb2.SyncFolderRequest(
+            kb=kb, namespace=body.namespace, dry_run=body.dry_run,
+            entries=[gateway_pb2.SyncEntry(**entry.model_dump()) for entry in body.entries])
+        return to_json(gateway.sync_folder(request))
+
+    @app.post("/v1/knowledge-bases/{kb}/reconcile")
+    def reconcile(kb: str, body: ReconcileBody):
+        return to_json(gateway.reconcile(kb, body.namespace, body.dry_run))
 
     @app.get("/v1/jobs/{job_id}")
     def get_job(job_id: str):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from services.gateway import conversations
 from services.gateway.gateway import Gateway
-from shared.contracts import gateway_pb2_grpc, indexer_pb2
+from shared.contracts import gateway_pb2, gateway_pb2_grpc, indexer_pb2
+from shared.errors import ERROR_KIND_KEY, RagkbError
 
 SERVICE_NAME = "ragkb.v1.GatewayService"
 
@@ -25,6 +27,22 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
     def GetJob(self, request, context):
         return self._gateway.get_job(request.job_id)
 
+    def ListJobs(self, request, context):
+        return gateway_pb2.ListJobsResponse(jobs=self._gateway.list_jobs(request.kb, request.namespace,
+                                                                         request.limit or 100))
+
+    def CancelJob(self, request, context):
+        return self._gateway.cancel_job(request.job_id)
+
+    def RetryJob(self, request, context):
+        return self._gateway.retry_job(request.job_id)
+
+    def SyncFolder(self, request, context):
+        return self._gateway.sync_folder(request)
+
+    def Reconcile(self, request, context):
+        return self._gateway.reconcile(request.kb, request.namespace, request.dry_run)
+
     def DeleteDocument(self, request, context):
         return self._gateway.delete_document(request.kb, request.doc_id, request.namespace)
 
@@ -33,6 +51,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
 
     def Query(self, request, context):
         return self._gateway.query(request)
+
+    def QueryStream(self, request, context):
+        # server streaming: the shared interceptor translates unary errors only, so translate here
+        try:
+            yield from conversations.grpc_events(self._gateway.runtime, self._gateway.downstream.generator, request)
+        except RagkbError as error:
+            context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
+            context.abort(error.code, str(error))
 
 
 def add_to(server, gateway: Gateway) -> None:

@@ -24,7 +24,7 @@ from shared.server import ServiceServer
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 K8S_BASE = ROOT / "deploy" / "k8s" / "base"
-SERVICES = ("parser", "indexer", "retriever", "reranker", "generator", "gateway")
+SERVICES = ("parser", "indexer", "retriever", "reranker", "generator", "gateway", "worker")
 KUBERNETES_VERSION = "1.30.0"
 
 

@@ -123,14 +123,27 @@ class Candidate(_message.Message):
     def __init__(self, chunk: _Optional[_Union[KnowledgeChunk, _Mapping]] = ..., score: _Optional[float] = ..., route: _Optional[_Union[Route, str]] = ..., bm25_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., bm25_score: _Optional[float] = ..., dense_score: _Optional[float] = ..., rerank_score: _Optional[float] = ...) -> None: ...
 
 class SearchFilter(_message.Message):
-    __slots__ = ("namespaces", "doc_ids", "block_types")
+    __slots__ = ("namespaces", "doc_ids", "block_types", "metadata", "acl_enforced", "acl_groups")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
     DOC_IDS_FIELD_NUMBER: _ClassVar[int]
     BLOCK_TYPES_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ACL_ENFORCED_FIELD_NUMBER: _ClassVar[int]
+    ACL_GROUPS_FIELD_NUMBER: _ClassVar[int]
     namespaces: _containers.RepeatedScalarFieldContainer[str]
     doc_ids: _containers.RepeatedScalarFieldContainer[str]
     block_types: _containers.RepeatedScalarFieldContainer[BlockType]
-    def __init__(self, namespaces: _Optional[_Iterable[str]] = ..., doc_ids: _Optional[_Iterable[str]] = ..., block_types: _Optional[_Iterable[_Union[BlockType, str]]] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    acl_enforced: bool
+    acl_groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, namespaces: _Optional[_Iterable[str]] = ..., doc_ids: _Optional[_Iterable[str]] = ..., block_types: _Optional[_Iterable[_Union[BlockType, str]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., acl_enforced: bool = ..., acl_groups: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StageReport(_message.Message):
     __slots__ = ("name", "ms", "metadata")

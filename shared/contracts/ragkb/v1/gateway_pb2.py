@@ -27,7 +27,7 @@ from shared.contracts.ragkb.v1 import generator_pb2 as ragkb_dot_v1_dot_generato
 from shared.contracts.ragkb.v1 import indexer_pb2 as ragkb_dot_v1_dot_indexer__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16ragkb/v1/gateway.proto\x12\x08ragkb.v1\x1a\x14ragkb/v1/chunk.proto\x1a\x18ragkb/v1/generator.proto\x1a\x16ragkb/v1/indexer.proto\"\xdb\x01\n\x15IngestDocumentRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x10\n\x08\x66ilename\x18\x03 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\x0c\x12\x0e\n\x06\x64oc_id\x18\x05 \x01(\t\x12?\n\x08metadata\x18\x06 \x03(\x0b\x32-.ragkb.v1.IngestDocumentRequest.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8a\x02\n\tIngestJob\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\n\n\x02kb\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x04 \x01(\t\x12\x10\n\x08\x66ilename\x18\x05 \x01(\t\x12!\n\x05state\x18\x06 \x01(\x0e\x32\x12.ragkb.v1.JobState\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x14\n\x0c\x63hunks_total\x18\x08 \x01(\x05\x12\x13\n\x0b\x63hunks_done\x18\t \x01(\x05\x12\'\n\x07outcome\x18\n \x01(\x0e\x32\x16.ragkb.v1.IndexOutcome\x12\x12\n\ncreated_at\x18\x0b \x01(\t\x12\x12\n\nupdated_at\x18\x0c \x01(\t\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"L\n\x0cQueryRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x12\n\nnamespaces\x18\x03 \x03(\t\x12\r\n\x05top_k\x18\x04 \x01(\x05\"\xaa\x02\n\rQueryResponse\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12%\n\tcitations\x18\x02 \x03(\x0b\x32\x12.ragkb.v1.Citation\x12#\n\x06\x63hunks\x18\x03 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12\x16\n\x0eoriginal_query\x18\x04 \x01(\t\x12\x17\n\x0f\x65\x66\x66\x65\x63tive_query\x18\x05 \x01(\t\x12%\n\x06stages\x18\x06 \x03(\x0b\x32\x15.ragkb.v1.StageReport\x12\x10\n\x08\x64\x65graded\x18\x07 \x03(\t\x12\x30\n\x0f\x63itation_issues\x18\x08 \x03(\x0b\x32\x17.ragkb.v1.CitationIssue\x12\x0f\n\x07refused\x18\t \x01(\x08\x12\x10\n\x08trace_id\x18\n \x01(\t*\xc6\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10JOB_STATE_QUEUED\x10\x01\x12\x15\n\x11JOB_STATE_PARSING\x10\x02\x12\x17\n\x13JOB_STATE_EMBEDDING\x10\x03\x12\x16\n\x12JOB_STATE_INDEXING\x10\x04\x12\x12\n\x0eJOB_STATE_DONE\x10\x05\x12\x14\n\x10JOB_STATE_FAILED\x10\x06\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x07\x32\xa8\x04\n\x0eGatewayService\x12T\n\x13\x43reateKnowledgeBase\x12$.ragkb.v1.CreateKnowledgeBaseRequest\x1a\x17.ragkb.v1.KnowledgeBase\x12_\n\x12ListKnowledgeBases\x12#.ragkb.v1.ListKnowledgeBasesRequest\x1a$.ragkb.v1.ListKnowledgeBasesResponse\x12\x46\n\x0eIngestDocument\x12\x1f.ragkb.v1.IngestDocumentRequest\x1a\x13.ragkb.v1.IngestJob\x12\x36\n\x06GetJob\x12\x17.ragkb.v1.GetJobRequest\x1a\x13.ragkb.v1.IngestJob\x12S\n\x0e\x44\x65leteDocument\x12\x1f.ragkb.v1.DeleteDocumentRequest\x1a .ragkb.v1.DeleteDocumentResponse\x12P\n\rListDocuments\x12\x1e.ragkb.v1.ListDocumentsRequest\x1a\x1f.ragkb.v1.ListDocumentsResponse\x12\x38\n\x05Query\x12\x16.ragkb.v1.QueryRequest\x1a\x17.ragkb.v1.QueryResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16ragkb/v1/gateway.proto\x12\x08ragkb.v1\x1a\x14ragkb/v1/chunk.proto\x1a\x18ragkb/v1/generator.proto\x1a\x16ragkb/v1/indexer.proto\"\xdb\x01\n\x15IngestDocumentRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x10\n\x08\x66ilename\x18\x03 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\x0c\x12\x0e\n\x06\x64oc_id\x18\x05 \x01(\t\x12?\n\x08metadata\x18\x06 \x03(\x0b\x32-.ragkb.v1.IngestDocumentRequest.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xb0\x02\n\tIngestJob\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\n\n\x02kb\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x04 \x01(\t\x12\x10\n\x08\x66ilename\x18\x05 \x01(\t\x12!\n\x05state\x18\x06 \x01(\x0e\x32\x12.ragkb.v1.JobState\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x14\n\x0c\x63hunks_total\x18\x08 \x01(\x05\x12\x13\n\x0b\x63hunks_done\x18\t \x01(\x05\x12\'\n\x07outcome\x18\n \x01(\x0e\x32\x16.ragkb.v1.IndexOutcome\x12\x12\n\ncreated_at\x18\x0b \x01(\t\x12\x12\n\nupdated_at\x18\x0c \x01(\t\x12\x10\n\x08\x61ttempts\x18\r \x01(\x05\x12\x12\n\nstarted_at\x18\x0e \x01(\t\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"?\n\x0fListJobsRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"5\n\x10ListJobsResponse\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.ragkb.v1.IngestJob\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"!\n\x0fRetryJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"E\n\tSyncEntry\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x12\n\nsource_uri\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x03 \x01(\t\"i\n\x11SyncFolderRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12$\n\x07\x65ntries\x18\x03 \x03(\x0b\x32\x13.ragkb.v1.SyncEntry\x12\x0f\n\x07\x64ry_run\x18\x04 \x01(\x08\"W\n\x12SyncFolderResponse\x12\x0e\n\x06upload\x18\x01 \x03(\t\x12\x11\n\tunchanged\x18\x02 \x03(\t\x12\r\n\x05moved\x18\x03 \x03(\t\x12\x0f\n\x07\x64\x65leted\x18\x04 \x03(\t\"L\n\x0cQueryRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x12\n\nnamespaces\x18\x03 \x03(\t\x12\r\n\x05top_k\x18\x04 \x01(\x05\"\xaa\x02\n\rQueryResponse\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12%\n\tcitations\x18\x02 \x03(\x0b\x32\x12.ragkb.v1.Citation\x12#\n\x06\x63hunks\x18\x03 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12\x16\n\x0eoriginal_query\x18\x04 \x01(\t\x12\x17\n\x0f\x65\x66\x66\x65\x63tive_query\x18\x05 \x01(\t\x12%\n\x06stages\x18\x06 \x03(\x0b\x32\x15.ragkb.v1.StageReport\x12\x10\n\x08\x64\x65graded\x18\x07 \x03(\t\x12\x30\n\x0f\x63itation_issues\x18\x08 \x03(\x0b\x32\x17.ragkb.v1.CitationIssue\x12\x0f\n\x07refused\x18\t \x01(\x08\x12\x10\n\x08trace_id\x18\n \x01(\t\"\x7f\n\nQueryEvent\x12\x0f\n\x05token\x18\x01 \x01(\tH\x00\x12.\n\tcitations\x18\x02 \x01(\x0b\x32\x19.ragkb.v1.AnswerCitationsH\x00\x12\'\n\x04\x64one\x18\x03 \x01(\x0b\x32\x17.ragkb.v1.QueryResponseH\x00\x42\x07\n\x05\x65vent\"\xb7\x01\n\x0f\x41nswerCitations\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12%\n\tcitations\x18\x02 \x03(\x0b\x32\x12.ragkb.v1.Citation\x12\x30\n\x0f\x63itation_issues\x18\x03 \x03(\x0b\x32\x17.ragkb.v1.CitationIssue\x12*\n\x0c\x63laim_checks\x18\x04 \x03(\x0b\x32\x14.ragkb.v1.ClaimCheck\x12\x0f\n\x07refused\x18\x05 \x01(\x08*\xc6\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10JOB_STATE_QUEUED\x10\x01\x12\x15\n\x11JOB_STATE_PARSING\x10\x02\x12\x17\n\x13JOB_STATE_EMBEDDING\x10\x03\x12\x16\n\x12JOB_STATE_INDEXING\x10\x04\x12\x12\n\x0eJOB_STATE_DONE\x10\x05\x12\x14\n\x10JOB_STATE_FAILED\x10\x06\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x07\x32\xb1\x07\n\x0eGatewayService\x12T\n\x13\x43reateKnowledgeBase\x12$.ragkb.v1.CreateKnowledgeBaseRequest\x1a\x17.ragkb.v1.KnowledgeBase\x12_\n\x12ListKnowledgeBases\x12#.ragkb.v1.ListKnowledgeBasesRequest\x1a$.ragkb.v1.ListKnowledgeBasesResponse\x12\x46\n\x0eIngestDocument\x12\x1f.ragkb.v1.IngestDocumentRequest\x1a\x13.ragkb.v1.IngestJob\x12\x36\n\x06GetJob\x12\x17.ragkb.v1.GetJobRequest\x1a\x13.ragkb.v1.IngestJob\x12\x41\n\x08ListJobs\x12\x19.ragkb.v1.ListJobsRequest\x1a\x1a.ragkb.v1.ListJobsResponse\x12<\n\tCancelJob\x12\x1a.ragkb.v1.CancelJobRequest\x1a\x13.ragkb.v1.IngestJob\x12:\n\x08RetryJob\x12\x19.ragkb.v1.RetryJobRequest\x1a\x13.ragkb.v1.IngestJob\x12G\n\nSyncFolder\x12\x1b.ragkb.v1.SyncFolderRequest\x1a\x1c.ragkb.v1.SyncFolderResponse\x12\x42\n\tReconcile\x12\x1a.ragkb.v1.ReconcileRequest\x1a\x19.ragkb.v1.ReconcileReport\x12S\n\x0e\x44\x65leteDocument\x12\x1f.ragkb.v1.DeleteDocumentRequest\x1a .ragkb.v1.DeleteDocumentResponse\x12P\n\rListDocuments\x12\x1e.ragkb.v1.ListDocumentsRequest\x1a\x1f.ragkb.v1.ListDocumentsResponse\x12\x38\n\x05Query\x12\x16.ragkb.v1.QueryRequest\x1a\x17.ragkb.v1.QueryResponse\x12=\n\x0bQueryStream\x12\x16.ragkb.v1.QueryRequest\x1a\x14.ragkb.v1.QueryEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,20 +36,38 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_INGESTDOCUMENTREQUEST_METADATAENTRY']._loaded_options = None
   _globals['_INGESTDOCUMENTREQUEST_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_JOBSTATE']._serialized_start=1012
-  _globals['_JOBSTATE']._serialized_end=1210
+  _globals['_JOBSTATE']._serialized_start=1823
+  _globals['_JOBSTATE']._serialized_end=2021
   _globals['_INGESTDOCUMENTREQUEST']._serialized_start=109
   _globals['_INGESTDOCUMENTREQUEST']._serialized_end=328
   _globals['_INGESTDOCUMENTREQUEST_METADATAENTRY']._serialized_start=281
   _globals['_INGESTDOCUMENTREQUEST_METADATAENTRY']._serialized_end=328
   _globals['_INGESTJOB']._serialized_start=331
-  _globals['_INGESTJOB']._serialized_end=597
-  _globals['_GETJOBREQUEST']._serialized_start=599
-  _globals['_GETJOBREQUEST']._serialized_end=630
-  _globals['_QUERYREQUEST']._serialized_start=632
-  _globals['_QUERYREQUEST']._serialized_end=708
-  _globals['_QUERYRESPONSE']._serialized_start=711
-  _globals['_QUERYRESPONSE']._serialized_end=1009
-  _globals['_GATEWAYSERVICE']._serialized_start=1213
-  _globals['_GATEWAYSERVICE']._serialized_end=1765
+  _globals['_INGESTJOB']._serialized_end=635
+  _globals['_GETJOBREQUEST']._serialized_start=637
+  _globals['_GETJOBREQUEST']._serialized_end=668
+  _globals['_LISTJOBSREQUEST']._serialized_start=670
+  _globals['_LISTJOBSREQUEST']._serialized_end=733
+  _globals['_LISTJOBSRESPONSE']._serialized_start=735
+  _globals['_LISTJOBSRESPONSE']._serialized_end=788
+  _globals['_CANCELJOBREQUEST']._serialized_start=790
+  _globals['_CANCELJOBREQUEST']._serialized_end=824
+  _globals['_RETRYJOBREQUEST']._serialized_start=826
+  _globals['_RETRYJOBREQUEST']._serialized_end=859
+  _globals['_SYNCENTRY']._serialized_start=861
+  _globals['_SYNCENTRY']._serialized_end=930
+  _globals['_SYNCFOLDERREQUEST']._serialized_start=932
+  _globals['_SYNCFOLDERREQUEST']._serialized_end=1037
+  _globals['_SYNCFOLDERRESPONSE']._serialized_start=1039
+  _globals['_SYNCFOLDERRESPONSE']._serialized_end=1126
+  _globals['_QUERYREQUEST']._serialized_start=1128
+  _globals['_QUERYREQUEST']._serialized_end=1204
+  _globals['_QUERYRESPONSE']._serialized_start=1207
+  _globals['_QUERYRESPONSE']._serialized_end=1505
+  _globals['_QUERYEVENT']._serialized_start=1507
+  _globals['_QUERYEVENT']._serialized_end=1634
+  _globals['_ANSWERCITATIONS']._serialized_start=1637
+  _globals['_ANSWERCITATIONS']._serialized_end=1820
+  _globals['_GATEWAYSERVICE']._serialized_start=2024
+  _globals['_GATEWAYSERVICE']._serialized_end=2969
 # @@protoc_insertion_point(module_scope)

@@ -56,6 +56,31 @@ class GatewayServiceStub(object):
                 request_serializer=ragkb_dot_v1_dot_gateway__pb2.GetJobRequest.SerializeToString,
                 response_deserializer=ragkb_dot_v1_dot_gateway__pb2.IngestJob.FromString,
                 _registered_method=True)
+        self.ListJobs = channel.unary_unary(
+                '/ragkb.v1.GatewayService/ListJobs',
+                request_serializer=ragkb_dot_v1_dot_gateway__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_gateway__pb2.ListJobsResponse.FromString,
+                _registered_method=True)
+        self.CancelJob = channel.unary_unary(
+                '/ragkb.v1.GatewayService/CancelJob',
+                request_serializer=ragkb_dot_v1_dot_gateway__pb2.CancelJobRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_gateway__pb2.IngestJob.FromString,
+                _registered_method=True)
+        self.RetryJob = channel.unary_unary(
+                '/ragkb.v1.GatewayService/RetryJob',
+                request_serializer=ragkb_dot_v1_dot_gateway__pb2.RetryJobRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_gateway__pb2.IngestJob.FromString,
+                _registered_method=True)
+        self.SyncFolder = channel.unary_unary(
+                '/ragkb.v1.GatewayService/SyncFolder',
+                request_serializer=ragkb_dot_v1_dot_gateway__pb2.SyncFolderRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_gateway__pb2.SyncFolderResponse.FromString,
+                _registered_method=True)
+        self.Reconcile = channel.unary_unary(
+                '/ragkb.v1.GatewayService/Reconcile',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.ReconcileRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.ReconcileReport.FromString,
+                _registered_method=True)
         self.DeleteDocument = channel.unary_unary(
                 '/ragkb.v1.GatewayService/DeleteDocument',
                 request_serializer=ragkb_dot_v1_dot_indexer__pb2.DeleteDocumentRequest.SerializeToString,
@@ -70,6 +95,11 @@ class GatewayServiceStub(object):
                 '/ragkb.v1.GatewayService/Query',
                 request_serializer=ragkb_dot_v1_dot_gateway__pb2.QueryRequest.SerializeToString,
                 response_deserializer=ragkb_dot_v1_dot_gateway__pb2.QueryResponse.FromString,
+                _registered_method=True)
+        self.QueryStream = channel.unary_stream(
+                '/ragkb.v1.GatewayService/QueryStream',
+                request_serializer=ragkb_dot_v1_dot_gateway__pb2.QueryRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_gateway__pb2.QueryEvent.FromString,
                 _registered_method=True)
 
 
@@ -101,6 +131,39 @@ class GatewayServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelJob(self, request, context):
+        """A queued or running job stops at its next step; a document half-way written is rolled back.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetryJob(self, request, context):
+        """A failed or cancelled job runs again from its saved upload, as a new job.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncFolder(self, request, context):
+        """Compare a folder manifest with the namespace: deletes what is gone, says what to upload.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reconcile(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteDocument(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -115,6 +178,13 @@ class GatewayServiceServicer(object):
 
     def Query(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryStream(self, request, context):
+        """The same query, answered as a stream: tokens, then citations, then the full response.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -142,6 +212,31 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     request_deserializer=ragkb_dot_v1_dot_gateway__pb2.GetJobRequest.FromString,
                     response_serializer=ragkb_dot_v1_dot_gateway__pb2.IngestJob.SerializeToString,
             ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=ragkb_dot_v1_dot_gateway__pb2.ListJobsRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_gateway__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'CancelJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelJob,
+                    request_deserializer=ragkb_dot_v1_dot_gateway__pb2.CancelJobRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_gateway__pb2.IngestJob.SerializeToString,
+            ),
+            'RetryJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryJob,
+                    request_deserializer=ragkb_dot_v1_dot_gateway__pb2.RetryJobRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_gateway__pb2.IngestJob.SerializeToString,
+            ),
+            'SyncFolder': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncFolder,
+                    request_deserializer=ragkb_dot_v1_dot_gateway__pb2.SyncFolderRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_gateway__pb2.SyncFolderResponse.SerializeToString,
+            ),
+            'Reconcile': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reconcile,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.ReconcileRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.ReconcileReport.SerializeToString,
+            ),
             'DeleteDocument': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteDocument,
                     request_deserializer=ragkb_dot_v1_dot_indexer__pb2.DeleteDocumentRequest.FromString,
@@ -156,6 +251,11 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.Query,
                     request_deserializer=ragkb_dot_v1_dot_gateway__pb2.QueryRequest.FromString,
                     response_serializer=ragkb_dot_v1_dot_gateway__pb2.QueryResponse.SerializeToString,
+            ),
+            'QueryStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.QueryStream,
+                    request_deserializer=ragkb_dot_v1_dot_gateway__pb2.QueryRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_gateway__pb2.QueryEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -278,6 +378,141 @@ class GatewayService(object):
             _registered_method=True)
 
     @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.GatewayService/ListJobs',
+            ragkb_dot_v1_dot_gateway__pb2.ListJobsRequest.SerializeToString,
+            ragkb_dot_v1_dot_gateway__pb2.ListJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.GatewayService/CancelJob',
+            ragkb_dot_v1_dot_gateway__pb2.CancelJobRequest.SerializeToString,
+            ragkb_dot_v1_dot_gateway__pb2.IngestJob.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.GatewayService/RetryJob',
+            ragkb_dot_v1_dot_gateway__pb2.RetryJobRequest.SerializeToString,
+            ragkb_dot_v1_dot_gateway__pb2.IngestJob.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncFolder(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.GatewayService/SyncFolder',
+            ragkb_dot_v1_dot_gateway__pb2.SyncFolderRequest.SerializeToString,
+            ragkb_dot_v1_dot_gateway__pb2.SyncFolderResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reconcile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.GatewayService/Reconcile',
+            ragkb_dot_v1_dot_indexer__pb2.ReconcileRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.ReconcileReport.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def DeleteDocument(request,
             target,
             options=(),
@@ -348,6 +583,33 @@ class GatewayService(object):
             '/ragkb.v1.GatewayService/Query',
             ragkb_dot_v1_dot_gateway__pb2.QueryRequest.SerializeToString,
             ragkb_dot_v1_dot_gateway__pb2.QueryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/ragkb.v1.GatewayService/QueryStream',
+            ragkb_dot_v1_dot_gateway__pb2.QueryRequest.SerializeToString,
+            ragkb_dot_v1_dot_gateway__pb2.QueryEvent.FromString,
             options,
             channel_credentials,
             insecure,

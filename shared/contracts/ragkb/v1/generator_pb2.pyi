@@ -7,6 +7,32 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class GenerateEvent(_message.Message):
+    __slots__ = ("token", "final")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    final: GenerateResponse
+    def __init__(self, token: _Optional[str] = ..., final: _Optional[_Union[GenerateResponse, _Mapping]] = ...) -> None: ...
+
+class ClaimCheck(_message.Message):
+    __slots__ = ("sentence", "numbers", "support", "lexical", "semantic", "verdict", "method")
+    SENTENCE_FIELD_NUMBER: _ClassVar[int]
+    NUMBERS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORT_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    sentence: str
+    numbers: _containers.RepeatedScalarFieldContainer[int]
+    support: float
+    lexical: float
+    semantic: float
+    verdict: str
+    method: str
+    def __init__(self, sentence: _Optional[str] = ..., numbers: _Optional[_Iterable[int]] = ..., support: _Optional[float] = ..., lexical: _Optional[float] = ..., semantic: _Optional[float] = ..., verdict: _Optional[str] = ..., method: _Optional[str] = ...) -> None: ...
+
 class GenerateRequest(_message.Message):
     __slots__ = ("kb", "query", "sources")
     KB_FIELD_NUMBER: _ClassVar[int]
@@ -44,17 +70,25 @@ class CitationIssue(_message.Message):
     def __init__(self, marker: _Optional[str] = ..., reason: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("answer", "citations", "citation_issues", "refused", "generator", "stages")
+    __slots__ = ("answer", "citations", "citation_issues", "refused", "generator", "stages", "claim_checks", "intent", "evidence_score", "refusal_reason")
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
     CITATION_ISSUES_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
     GENERATOR_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_CHECKS_FIELD_NUMBER: _ClassVar[int]
+    INTENT_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_SCORE_FIELD_NUMBER: _ClassVar[int]
+    REFUSAL_REASON_FIELD_NUMBER: _ClassVar[int]
     answer: str
     citations: _containers.RepeatedCompositeFieldContainer[Citation]
     citation_issues: _containers.RepeatedCompositeFieldContainer[CitationIssue]
     refused: bool
     generator: str
     stages: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.StageReport]
-    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., citation_issues: _Optional[_Iterable[_Union[CitationIssue, _Mapping]]] = ..., refused: bool = ..., generator: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ...) -> None: ...
+    claim_checks: _containers.RepeatedCompositeFieldContainer[ClaimCheck]
+    intent: str
+    evidence_score: float
+    refusal_reason: str
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., citation_issues: _Optional[_Iterable[_Union[CitationIssue, _Mapping]]] = ..., refused: bool = ..., generator: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ..., claim_checks: _Optional[_Iterable[_Union[ClaimCheck, _Mapping]]] = ..., intent: _Optional[str] = ..., evidence_score: _Optional[float] = ..., refusal_reason: _Optional[str] = ...) -> None: ...

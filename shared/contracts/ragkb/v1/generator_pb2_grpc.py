@@ -40,6 +40,11 @@ class GeneratorServiceStub(object):
                 request_serializer=ragkb_dot_v1_dot_generator__pb2.GenerateRequest.SerializeToString,
                 response_deserializer=ragkb_dot_v1_dot_generator__pb2.GenerateResponse.FromString,
                 _registered_method=True)
+        self.GenerateStream = channel.unary_stream(
+                '/ragkb.v1.GeneratorService/GenerateStream',
+                request_serializer=ragkb_dot_v1_dot_generator__pb2.GenerateRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_generator__pb2.GenerateEvent.FromString,
+                _registered_method=True)
 
 
 class GeneratorServiceServicer(object):
@@ -52,6 +57,13 @@ class GeneratorServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GenerateStream(self, request, context):
+        """Tokens as the model writes them, then one final event with the validated answer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GeneratorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -59,6 +71,11 @@ def add_GeneratorServiceServicer_to_server(servicer, server):
                     servicer.Generate,
                     request_deserializer=ragkb_dot_v1_dot_generator__pb2.GenerateRequest.FromString,
                     response_serializer=ragkb_dot_v1_dot_generator__pb2.GenerateResponse.SerializeToString,
+            ),
+            'GenerateStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.GenerateStream,
+                    request_deserializer=ragkb_dot_v1_dot_generator__pb2.GenerateRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_generator__pb2.GenerateEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -89,6 +106,33 @@ class GeneratorService(object):
             '/ragkb.v1.GeneratorService/Generate',
             ragkb_dot_v1_dot_generator__pb2.GenerateRequest.SerializeToString,
             ragkb_dot_v1_dot_generator__pb2.GenerateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GenerateStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/ragkb.v1.GeneratorService/GenerateStream',
+            ragkb_dot_v1_dot_generator__pb2.GenerateRequest.SerializeToString,
+            ragkb_dot_v1_dot_generator__pb2.GenerateEvent.FromString,
             options,
             channel_credentials,
             insecure,

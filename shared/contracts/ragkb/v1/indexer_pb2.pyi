@@ -140,3 +140,55 @@ class ListDocumentsResponse(_message.Message):
     DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     documents: _containers.RepeatedCompositeFieldContainer[DocumentRecord]
     def __init__(self, documents: _Optional[_Iterable[_Union[DocumentRecord, _Mapping]]] = ...) -> None: ...
+
+class IndexProgress(_message.Message):
+    __slots__ = ("chunks_done", "chunks_total", "result")
+    CHUNKS_DONE_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    chunks_done: int
+    chunks_total: int
+    result: IndexDocumentResponse
+    def __init__(self, chunks_done: _Optional[int] = ..., chunks_total: _Optional[int] = ..., result: _Optional[_Union[IndexDocumentResponse, _Mapping]] = ...) -> None: ...
+
+class ReconcileRequest(_message.Message):
+    __slots__ = ("kb", "namespace", "dry_run")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    namespace: str
+    dry_run: bool
+    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., dry_run: bool = ...) -> None: ...
+
+class DocumentRepair(_message.Message):
+    __slots__ = ("namespace", "doc_id", "restored_keyword", "restored_vector", "strays_deleted", "unrecoverable", "action")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    DOC_ID_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_KEYWORD_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    STRAYS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    UNRECOVERABLE_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    doc_id: str
+    restored_keyword: int
+    restored_vector: int
+    strays_deleted: int
+    unrecoverable: int
+    action: str
+    def __init__(self, namespace: _Optional[str] = ..., doc_id: _Optional[str] = ..., restored_keyword: _Optional[int] = ..., restored_vector: _Optional[int] = ..., strays_deleted: _Optional[int] = ..., unrecoverable: _Optional[int] = ..., action: _Optional[str] = ...) -> None: ...
+
+class ReconcileReport(_message.Message):
+    __slots__ = ("kb", "documents_checked", "chunks_checked", "repairs", "skipped")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_CHECKED_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_CHECKED_FIELD_NUMBER: _ClassVar[int]
+    REPAIRS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    documents_checked: int
+    chunks_checked: int
+    repairs: _containers.RepeatedCompositeFieldContainer[DocumentRepair]
+    skipped: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, kb: _Optional[str] = ..., documents_checked: _Optional[int] = ..., chunks_checked: _Optional[int] = ..., repairs: _Optional[_Iterable[_Union[DocumentRepair, _Mapping]]] = ..., skipped: _Optional[_Iterable[str]] = ...) -> None: ...

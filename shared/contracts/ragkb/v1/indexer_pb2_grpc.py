@@ -56,6 +56,16 @@ class IndexerServiceStub(object):
                 request_serializer=ragkb_dot_v1_dot_indexer__pb2.IndexDocumentRequest.SerializeToString,
                 response_deserializer=ragkb_dot_v1_dot_indexer__pb2.IndexDocumentResponse.FromString,
                 _registered_method=True)
+        self.IndexDocumentStream = channel.unary_stream(
+                '/ragkb.v1.IndexerService/IndexDocumentStream',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.IndexDocumentRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.IndexProgress.FromString,
+                _registered_method=True)
+        self.Reconcile = channel.unary_unary(
+                '/ragkb.v1.IndexerService/Reconcile',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.ReconcileRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.ReconcileReport.FromString,
+                _registered_method=True)
         self.DeleteDocument = channel.unary_unary(
                 '/ragkb.v1.IndexerService/DeleteDocument',
                 request_serializer=ragkb_dot_v1_dot_indexer__pb2.DeleteDocumentRequest.SerializeToString,
@@ -97,6 +107,21 @@ class IndexerServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def IndexDocumentStream(self, request, context):
+        """The same, reporting progress after every written batch; the last message carries
+        the result. Cancelling the call rolls the document back to its previous version.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reconcile(self, request, context):
+        """Compare chunk ids per document across the registry and both stores and repair.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteDocument(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -131,6 +156,16 @@ def add_IndexerServiceServicer_to_server(servicer, server):
                     servicer.IndexDocument,
                     request_deserializer=ragkb_dot_v1_dot_indexer__pb2.IndexDocumentRequest.FromString,
                     response_serializer=ragkb_dot_v1_dot_indexer__pb2.IndexDocumentResponse.SerializeToString,
+            ),
+            'IndexDocumentStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.IndexDocumentStream,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.IndexDocumentRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.IndexProgress.SerializeToString,
+            ),
+            'Reconcile': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reconcile,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.ReconcileRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.ReconcileReport.SerializeToString,
             ),
             'DeleteDocument': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteDocument,
@@ -253,6 +288,60 @@ class IndexerService(object):
             '/ragkb.v1.IndexerService/IndexDocument',
             ragkb_dot_v1_dot_indexer__pb2.IndexDocumentRequest.SerializeToString,
             ragkb_dot_v1_dot_indexer__pb2.IndexDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IndexDocumentStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/ragkb.v1.IndexerService/IndexDocumentStream',
+            ragkb_dot_v1_dot_indexer__pb2.IndexDocumentRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.IndexProgress.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reconcile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.IndexerService/Reconcile',
+            ragkb_dot_v1_dot_indexer__pb2.ReconcileRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.ReconcileReport.FromString,
             options,
             channel_credentials,
             insecure,

@@ -30,13 +30,25 @@ class DroppedCandidate(_message.Message):
     def __init__(self, chunk_id: _Optional[str] = ..., reason: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
 
 class RerankResponse(_message.Message):
-    __slots__ = ("candidates", "dropped", "model", "stages")
+    __slots__ = ("candidates", "dropped", "model", "stages", "groups")
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     DROPPED_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
     candidates: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
     dropped: _containers.RepeatedCompositeFieldContainer[DroppedCandidate]
     model: str
     stages: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.StageReport]
-    def __init__(self, candidates: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., dropped: _Optional[_Iterable[_Union[DroppedCandidate, _Mapping]]] = ..., model: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ...) -> None: ...
+    groups: _containers.RepeatedCompositeFieldContainer[SourceGroup]
+    def __init__(self, candidates: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., dropped: _Optional[_Iterable[_Union[DroppedCandidate, _Mapping]]] = ..., model: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ..., groups: _Optional[_Iterable[_Union[SourceGroup, _Mapping]]] = ...) -> None: ...
+
+class SourceGroup(_message.Message):
+    __slots__ = ("doc_id", "header", "chunk_ids")
+    DOC_ID_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
+    doc_id: str
+    header: str
+    chunk_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, doc_id: _Optional[str] = ..., header: _Optional[str] = ..., chunk_ids: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -7,6 +7,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ChunksByGroupRequest(_message.Message):
+    __slots__ = ("kb", "namespaces", "group_ids")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    group_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, kb: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ChunksByGroupResponse(_message.Message):
+    __slots__ = ("chunks",)
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    chunks: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.KnowledgeChunk]
+    def __init__(self, chunks: _Optional[_Iterable[_Union[_chunk_pb2.KnowledgeChunk, _Mapping]]] = ...) -> None: ...
+
 class RetrieveRequest(_message.Message):
     __slots__ = ("kb", "query", "filter", "top_k", "candidate_depth")
     KB_FIELD_NUMBER: _ClassVar[int]

@@ -40,6 +40,11 @@ class RetrieverServiceStub(object):
                 request_serializer=ragkb_dot_v1_dot_retriever__pb2.RetrieveRequest.SerializeToString,
                 response_deserializer=ragkb_dot_v1_dot_retriever__pb2.RetrieveResponse.FromString,
                 _registered_method=True)
+        self.ChunksByGroup = channel.unary_unary(
+                '/ragkb.v1.RetrieverService/ChunksByGroup',
+                request_serializer=ragkb_dot_v1_dot_retriever__pb2.ChunksByGroupRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_retriever__pb2.ChunksByGroupResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieverServiceServicer(object):
@@ -52,6 +57,13 @@ class RetrieverServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ChunksByGroup(self, request, context):
+        """Every stored part of the named split groups (for split-part restoration).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieverServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -59,6 +71,11 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
                     servicer.Retrieve,
                     request_deserializer=ragkb_dot_v1_dot_retriever__pb2.RetrieveRequest.FromString,
                     response_serializer=ragkb_dot_v1_dot_retriever__pb2.RetrieveResponse.SerializeToString,
+            ),
+            'ChunksByGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChunksByGroup,
+                    request_deserializer=ragkb_dot_v1_dot_retriever__pb2.ChunksByGroupRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_retriever__pb2.ChunksByGroupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -89,6 +106,33 @@ class RetrieverService(object):
             '/ragkb.v1.RetrieverService/Retrieve',
             ragkb_dot_v1_dot_retriever__pb2.RetrieveRequest.SerializeToString,
             ragkb_dot_v1_dot_retriever__pb2.RetrieveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChunksByGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.RetrieverService/ChunksByGroup',
+            ragkb_dot_v1_dot_retriever__pb2.ChunksByGroupRequest.SerializeToString,
+            ragkb_dot_v1_dot_retriever__pb2.ChunksByGroupResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -107,6 +107,18 @@ def cmd_status(args) -> int:
     return 0 if health["ready"] else 1
 
 
+def cmd_stack(args) -> int:
+    """`ragkb stack up|down`: the local multi-process stack of scripts/local_stack.py (a source checkout)."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "local_stack.py"
+    if not script.is_file():
+        print(f"the local stack needs a source checkout; {script} is missing", file=sys.stderr)
+        return 2
+    command = [sys.executable, str(script), args.action, "--dir", args.dir, "--timeout", str(args.timeout)]
+    if args.action == "up":
+        command += ["--workers", str(args.workers)] + (["--foreground"] if args.foreground else [])
+    return subprocess.call(command)
+
+
 def cmd_kb_create(args) -> int:
     config = Path(args.config).read_text(encoding="utf-8") if args.config else ""
     kb = RagkbClient(args.url).create_kb(args.name, description=args.description, config_yaml=config)
@@ -334,6 +346,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("down", help="stop the embedded stack").set_defaults(func=cmd_down)
     commands.add_parser("status", help="health of every service and the knowledge bases").set_defaults(
         func=cmd_status)
+
+    stack = commands.add_parser("stack", help="every service its own process, with Redis, Elasticsearch, Milvus")
+    stack.add_argument("action", choices=["up", "down"])
+    stack.add_argument("--dir", default=str(Path.home() / ".ragkb-stack"), help="data, logs and state of the stack")
+    stack.add_argument("--workers", type=int, default=1, help="Celery worker processes")
+    stack.add_argument("--foreground", action="store_true", help="up: stay attached; Ctrl-C stops everything")
+    stack.add_argument("--timeout", type=float, default=600, help="seconds to wait for readiness (or for down)")
+    stack.set_defaults(func=cmd_stack)
 
     kb = commands.add_parser("kb", help="knowledge bases").add_subparsers(dest="kb_command", required=True)
     create = kb.add_parser("create", help="create a knowledge base")

@@ -1,14 +1,15 @@
-"""Real search engines on loopback for tests and local stacks: an Elasticsearch node and a Milvus server.
+"""Real engines on loopback for tests and local stacks: an Elasticsearch node, a Milvus server, Redis.
 
-    python scripts/engines.py up --dir D      # start both, print their URLs, return when healthy
+    python scripts/engines.py up --dir D      # start ES + Milvus, print their URLs, return when healthy
     python scripts/engines.py down --dir D    # stop what `up` started in D
 
 As a module: `start_elasticsearch(dir)` -> handle with `.url`, `.pid`, `.stop()`, `.start()`;
-`start_milvus(dir)` -> handle with `.uri`, `.pid`, `.stop()`, `.start()`. Ports are chosen free when
-a handle is made and kept, so an Elasticsearch node stopped and started again comes back on the same
-URL with its data. Milvus 2.3.5 restarted on the same data directory did not report healthy within
-120 s here (its components wait on the previous process's etcd sessions: "node not match"), so fault
-tests freeze and resume the Milvus process instead of restarting it.
+`start_milvus(dir)` -> handle with `.uri`, `.pid`, `.stop()`, `.start()`; `start_redis(dir)` -> handle
+with `.url`, `.pid`, `.stop()` (the Celery broker of the local stack and the ingestion tests). Ports
+are chosen free when a handle is made and kept, so an Elasticsearch node stopped and started again
+comes back on the same URL with its data. Milvus 2.3.5 restarted on the same data directory did not
+report healthy within 120 s here (its components wait on the previous process's etcd sessions: "node
+not match"), so fault tests freeze and resume the Milvus process instead of restarting it.
 
 Elasticsearch: the official server jar and its Netty HTTP/transport module come from Maven
 Central (`scripts/elasticsearch/pom.xml`, resolved once with `mvn dependency:build-classpath`);
@@ -53,6 +54,10 @@ class EngineError(RuntimeError):
     """An engine could not be prepared, started or stopped."""
 
 
+class EngineNotInstalled(EngineError):
+    """The engine's program is missing on this machine."""
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -63,7 +68,7 @@ def _wait_http(url: str, ok, timeout_s: float, process: subprocess.Popen, log: P
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise EngineError(f"{url}: process exited with {process.returncode}; last log lines:\n{_tail(log)}")
+            raise EngineError(f"{url}: process exited with {process.returncode}; last log lines:\n{log_tail(log)}")
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if ok(response.read().decode("utf-8", "replace")):
@@ -71,10 +76,10 @@ def _wait_http(url: str, ok, timeout_s: float, process: subprocess.Popen, log: P
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         time.sleep(0.3)
-    raise EngineError(f"{url} not healthy after {timeout_s}s; last log lines:\n{_tail(log)}")
+    raise EngineError(f"{url} not healthy after {timeout_s}s; last log lines:\n{log_tail(log)}")
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def log_tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except FileNotFoundError:
@@ -244,6 +249,57 @@ def start_milvus(base: Path | str) -> MilvusServer:
     return MilvusServer(Path(base)).start()
 
 
+# ---------------------------------------------------------------- Redis
+
+
+class RedisServer:
+    """`redis-server` from Debian on a free loopback port, nothing persisted."""
+
+    def __init__(self, directory: Path):
+        self.binary = shutil.which("redis-server")
+        if self.binary is None:
+            raise EngineNotInstalled("redis-server is not installed (apt-get install redis-server)")
+        self.directory = Path(directory).resolve()
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self, timeout_s: float = 20) -> RedisServer:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
+             "--dir", str(self.directory)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise EngineError(f"redis-server exited with {self.process.returncode} on port {self.port}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(16).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise EngineError(f"redis-server did not answer on port {self.port} within {timeout_s}s")
+
+    def stop(self, grace_s: float = 10) -> None:
+        _terminate(self.process, grace_s)
+        self.process = None
+
+
+def start_redis(directory: Path | str) -> RedisServer:
+    return RedisServer(Path(directory)).start()
+
+
 # ---------------------------------------------------------------- CLI
 
 
@@ -282,7 +338,7 @@ def _up(directory: Path, timeout_s: float) -> int:
             print(f"elasticsearch {state['elasticsearch']}\nmilvus {state['milvus']}\n(pid {state['pid']})")
             return 0
         if process.poll() is not None:
-            print(f"engines failed to start:\n{_tail(directory / 'engines.log', 30)}", file=sys.stderr)
+            print(f"engines failed to start:\n{log_tail(directory / 'engines.log', 30)}", file=sys.stderr)
             return 1
         time.sleep(0.5)
     print(f"engines not up after {timeout_s}s; see {directory / 'engines.log'}", file=sys.stderr)

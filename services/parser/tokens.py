@@ -43,6 +43,16 @@ def _input_limit(model_dir: Path, tokenizer) -> int:
     return int(limit) if 0 < limit < 1_000_000 else _FALLBACK_LIMIT
 
 
-@lru_cache(maxsize=8)
+_build_lock = threading.Lock()
+
+
 def counter_for(model: str) -> TokenCounter:
+    # one build at a time: the first concurrent Parse calls would otherwise import transformers from
+    # two threads at once, and its lazy import then fails ("cannot import name 'AutoTokenizer'")
+    with _build_lock:
+        return _cached_counter(model)
+
+
+@lru_cache(maxsize=8)
+def _cached_counter(model: str) -> TokenCounter:
     return TokenCounter(model)

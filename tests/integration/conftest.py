@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from ragkb.client import RagkbClient, iter_files
 from ragkb.embedded import EmbeddedStack
@@ -29,3 +32,47 @@ def ingest_folder(client: RagkbClient, kb: str, folder=SAMPLES, *, namespace: st
     jobs = [client.upload(kb, name, path.read_bytes(), namespace=namespace)["job_id"]
             for path, name in iter_files(folder) if name != "README.md"]
     return client.wait(jobs, timeout_s=300)
+
+
+# the bundled samples' questions: (question, text the answer and its cited chunk contain, doc id)
+QUESTIONS = [
+    pytest.param("How long does it take to charge the AMR-7 from 20% to 80%?", "45 minutes",
+                 "en/amr7-user-guide.md", id="en-charging"),
+    pytest.param("How long is a Beacon pairing code valid?", "valid for 10 minutes", "en/beacon-admin-faq.txt",
+                 id="en-pairing"),
+    pytest.param("Which firmware version adds obstacle re-routing?", "3.2.1", "en/release-notes.html",
+                 id="en-html"),
+    pytest.param("AMR-7 的最大载重是多少？", "300公斤", "zh/amr7-使用手册.md", id="zh-payload"),
+    pytest.param("Beacon 的遥测数据保留多久？", "30天", "zh/beacon-常见问题.txt", id="zh-gb18030-retention"),
+    pytest.param("Beacon 接口每个密钥每分钟允许多少次请求？", "600", "zh/beacon-常见问题.txt", id="zh-rate-limit"),
+]
+
+
+def assert_answer_cites_its_chunk(result: dict, question: str, answer: str, doc_id: str) -> None:
+    """The answer states `answer`, and a citation quoting it points at a returned chunk of `doc_id` holding it."""
+    assert not result["refused"] and answer in result["answer"]
+    sources = {n: c["chunk"] for n, c in enumerate(result["chunks"], start=1)}
+    supporting = [c for c in result["citations"] if answer in c["quote"]]
+    assert supporting, result["citations"]
+    for citation in supporting:
+        chunk = sources[citation["number"]]
+        assert answer in chunk["raw_content"]
+        assert chunk["chunk_id"] == citation["chunk_id"] and citation["doc_id"] == doc_id
+    assert set(result["stages"]) == {"pre-retrieval", "retrieval", "post-retrieval", "generation"}
+    assert result["original_query"] == question and result["effective_query"]
+    assert result["degraded"] == []
+
+
+def assert_serving_and_listed(address: str, service: str | None) -> None:
+    """The server at `address` is SERVING (overall and for `service`) and lists `service` by reflection."""
+    with grpc.insecure_channel(address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for target in ("", service) if service else ("",):
+            status = health.Check(health_pb2.HealthCheckRequest(service=target), timeout=5).status
+            assert status == health_pb2.HealthCheckResponse.SERVING, (address, target)
+        reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+        responses = reflection.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)
+        listed = {s.name for r in responses for s in r.list_services_response.service}
+        expected = {"grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"}
+        assert expected | ({service} if service else set()) <= listed, (address, listed)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,49 +14,18 @@ import pytest
 from shared.config import Settings
 from tests.conftest import ROOT
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import engines  # noqa: E402
 
 
-class RedisServer:
-    """`redis-server` from Debian on a free port, nothing persisted."""
-
-    def __init__(self, directory: Path):
-        binary = shutil.which("redis-server")
-        if binary is None:
-            message = "redis-server is not installed (scripts/test.sh installs it)"
-            if "CI" in os.environ:
-                pytest.fail(message)
-            pytest.skip(message)
-        self.port = free_port()
-        self._process = subprocess.Popen(
-            [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--dir", str(directory)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-        )
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"redis-server did not answer on port {self.port}")
-
-    def stop(self) -> None:
-        self._process.terminate()
-        try:
-            self._process.wait(10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+def start_redis(directory: Path):
+    """A real `redis-server` (scripts/engines.py); skipped when missing, except in CI where it must exist."""
+    try:
+        return engines.start_redis(directory)
+    except engines.EngineNotInstalled as error:
+        if "CI" in os.environ:
+            pytest.fail(str(error))
+        pytest.skip(str(error))
 
 
 class Worker:

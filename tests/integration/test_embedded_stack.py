@@ -3,29 +3,18 @@
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from ragkb.client import RagkbApiError, RagkbClient
 from ragkb.embedded import EmbeddedStack
 from shared.clients import GatewayClient
 from shared.contracts import gateway_pb2
 from shared.errors import InvalidArgument, NotFound
-from tests.integration.conftest import ingest_folder
+from tests.integration.conftest import (QUESTIONS, assert_answer_cites_its_chunk, assert_serving_and_listed,
+                                       ingest_folder)
 
 pytestmark = pytest.mark.integration
 
 KB = "samples"
-QUESTIONS = [
-    pytest.param("How long does it take to charge the AMR-7 from 20% to 80%?", "45 minutes",
-                 "en/amr7-user-guide.md", id="en-charging"),
-    pytest.param("How long is a Beacon pairing code valid?", "valid for 10 minutes", "en/beacon-admin-faq.txt",
-                 id="en-pairing"),
-    pytest.param("Which firmware version adds obstacle re-routing?", "3.2.1", "en/release-notes.html",
-                 id="en-html"),
-    pytest.param("AMR-7 的最大载重是多少？", "300公斤", "zh/amr7-使用手册.md", id="zh-payload"),
-    pytest.param("Beacon 的遥测数据保留多久？", "30天", "zh/beacon-常见问题.txt", id="zh-gb18030-retention"),
-    pytest.param("Beacon 接口每个密钥每分钟允许多少次请求？", "600", "zh/beacon-常见问题.txt", id="zh-rate-limit"),
-]
 
 
 @pytest.fixture(scope="module")
@@ -36,24 +25,9 @@ def samples_kb(client):
     return jobs
 
 
-def cited_chunks(result: dict) -> dict[int, dict]:
-    return {n: c["chunk"] for n, c in enumerate(result["chunks"], start=1)}
-
-
 @pytest.mark.parametrize("question, answer, doc_id", QUESTIONS)
 def test_answer_cites_the_chunk_that_contains_it(client, samples_kb, question, answer, doc_id):
-    result = client.query(KB, question)
-    assert not result["refused"] and answer in result["answer"]
-    sources = cited_chunks(result)
-    supporting = [c for c in result["citations"] if answer in c["quote"]]
-    assert supporting, result["citations"]
-    for citation in supporting:
-        chunk = sources[citation["number"]]
-        assert answer in chunk["raw_content"]
-        assert chunk["chunk_id"] == citation["chunk_id"] and citation["doc_id"] == doc_id
-    assert set(result["stages"]) == {"pre-retrieval", "retrieval", "post-retrieval", "generation"}
-    assert result["original_query"] == question and result["effective_query"]
-    assert result["degraded"] == []
+    assert_answer_cites_its_chunk(client.query(KB, question), question, answer, doc_id)
 
 
 def test_chinese_query_lowers_the_dense_weight_for_an_english_model(client, samples_kb):
@@ -152,16 +126,7 @@ def test_every_service_reports_health_and_lists_itself_by_reflection(stack):
         "generator": "ragkb.v1.GeneratorService", "gateway": "ragkb.v1.GatewayService",
     }
     for name, service in expected.items():
-        with grpc.insecure_channel(stack.servers[name].address) as channel:
-            health = health_pb2_grpc.HealthStub(channel)
-            for target in ("", service):
-                status = health.Check(health_pb2.HealthCheckRequest(service=target), timeout=5).status
-                assert status == health_pb2.HealthCheckResponse.SERVING, (name, target)
-            reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
-            responses = reflection.ServerReflectionInfo(
-                iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)
-            listed = {s.name for r in responses for s in r.list_services_response.service}
-            assert {service, "grpc.health.v1.Health"} <= listed, (name, listed)
+        assert_serving_and_listed(stack.servers[name].address, service)
 
 
 def test_health_is_not_serving_before_ready_and_after_stop(tmp_path):

@@ -23,7 +23,7 @@ from shared.config import Settings
 from shared.contracts import chunk_pb2
 from shared.kb import KnowledgeBaseCatalog
 from tests.conftest import SAMPLES, shared_data
-from tests.integration.ingestion_support import RedisServer, Worker, wait_for
+from tests.integration.ingestion_support import Worker, start_redis, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,7 @@ STEP_TIMEOUT_S = 60.0  # generous: parsing runs in a subprocess and the test mac
 
 @pytest.fixture(scope="module")
 def redis(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server = start_redis(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
 

@@ -163,7 +163,7 @@ def test_every_k8s_service_is_complete_and_locked_down():
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("overlay", ["dev", "prod"])
+@pytest.mark.parametrize("overlay", ["dev", "prod", "gpu-reranker"])
 def test_kustomize_overlay_is_valid_kubernetes(overlay):
     kustomize, validate = tool("kustomize"), tool("kubernetes-validate")
     rendered = run([kustomize, "build", f"deploy/k8s/overlays/{overlay}"])
@@ -173,6 +173,30 @@ def test_kustomize_overlay_is_valid_kubernetes(overlay):
     assert result.returncode == 0, "\n".join(problems)
     kinds = [doc["kind"] for doc in yaml.safe_load_all(rendered.stdout) if doc]
     assert kinds.count("Deployment") == len(SERVICES)
+
+
+@pytest.mark.unit
+def test_gpu_reranker_overlay_puts_the_reranker_on_a_gpu_with_mounted_bge_weights():
+    rendered = run([tool("kustomize"), "build", "deploy/k8s/overlays/gpu-reranker"])
+    assert rendered.returncode == 0, rendered.stderr
+    docs = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+    pod = of_kind(docs, "Deployment")["reranker"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "models")
+    volume = next(v for v in pod["volumes"] if v["name"] == "models")
+    assert mount["readOnly"] and volume["persistentVolumeClaim"]["claimName"] in of_kind(docs, "PersistentVolumeClaim")
+    # no other layer asks for a GPU
+    for name, deployment in of_kind(docs, "Deployment").items():
+        if name != "reranker":
+            assert "nvidia.com/gpu" not in str(deployment), name
+    (kb_map,) = [doc for name, doc in of_kind(docs, "ConfigMap").items() if name.startswith("ragkb-kb-gpu-reranker")]
+    config = KBConfig.from_yaml(kb_map["data"]["kb.yaml"], name="docs")
+    assert config.reranker.name == "bge" and config.reranker.device == "cuda"
+    assert config.reranker.model.startswith(mount["mountPath"] + "/")
+    assert config.vector_store.uri.startswith("http://")  # a Milvus server: indexer and retriever are separate pods
 
 
 @pytest.mark.unit

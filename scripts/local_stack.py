@@ -1,0 +1,347 @@
+"""The local multi-process stack: every service its own process on loopback, real engines under it.
+
+    python scripts/local_stack.py up --dir D [--workers N]   # start, print where each listens, return when ready
+    python scripts/local_stack.py up --dir D --foreground    # the same, then run until Ctrl-C
+    python scripts/local_stack.py down --dir D               # stop what `up` started in D
+
+Starts Redis (the Celery broker), an Elasticsearch node and a Milvus server (scripts/engines.py),
+then parser, indexer, retriever, reranker, generator, the gateway (REST + gRPC) and N Celery
+workers, each as `python -m services.<name>.main` with its RAGKB_* settings in the environment.
+It returns once every service reports SERVING on gRPC health and the gateway's /healthz is ready.
+All processes share D/data (KB catalog, document registry, job table, uploads); logs go to D/logs.
+
+The indexer and the retriever are separate processes, so a knowledge base here must keep its
+chunks in the Elasticsearch node and the Milvus server (a Milvus Lite file admits one process and
+SQLite FTS5 is not shared with the search side): `up` writes that KB config to D/kb.yaml, for
+`ragkb kb create NAME --config D/kb.yaml`.
+
+As a module: `LocalStack(directory, workers=1).start()` -> `.settings`, `.http_url`, `.kb_yaml_path`,
+`.services` (name -> process with `.address` and `.pid`), `.describe()`, `.stop()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from a checkout without `pip install -e .`
+    sys.path.insert(0, str(ROOT))
+
+import engines  # noqa: E402
+from grpc_health_check import check  # noqa: E402
+
+from shared.config import KBConfig, Settings  # noqa: E402
+
+LAYERS = ("parser", "indexer", "retriever", "reranker", "generator")
+STATE_FILE = "stack.json"
+KB_FILE = "kb.yaml"
+
+
+class StackError(RuntimeError):
+    """A part of the local stack did not start or stop."""
+
+
+class ServiceProcess:
+    """One `python -m <module>` in its own process group (its parse workers go down with it)."""
+
+    def __init__(self, name: str, module: str, env: dict[str, str], address: str, log_path: Path):
+        self.name, self.module, self.address, self.log_path = name, module, address, log_path
+        with open(log_path, "ab") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env=env, stdout=log,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_serving(self, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise StackError(f"{self.name} exited with {self.process.returncode}; last log lines:\n"
+                                 f"{engines.log_tail(self.log_path, 30)}")
+            if check(self.address, timeout_s=2) == "SERVING":
+                return
+            time.sleep(0.3)
+        raise StackError(f"{self.name} on {self.address} not SERVING in time; see {self.log_path}")
+
+    def terminate(self) -> None:
+        """SIGTERM: each service flips health to NOT_SERVING, drains and closes its stores."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+
+    def wait_stopped(self, grace_s: float) -> None:
+        try:
+            self.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+        # a parse worker outliving its parent still belongs to the group
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def kb_yaml(es_url: str, milvus_uri: str) -> str:
+    text = f"""# Knowledge bases of the local stack: BM25 in its Elasticsearch node, vectors in its Milvus server
+# (the indexer and the retriever are separate processes and both must reach the chunks).
+#   ragkb kb create NAME --config {KB_FILE}
+keyword_store:
+  name: elasticsearch
+  hosts: ["{es_url}"]
+vector_store:
+  name: milvus
+  uri: "{milvus_uri}"
+  # the retriever searches what the indexer (another process) wrote: Session would only
+  # guarantee a process its own writes
+  search_consistency: Strong
+"""
+    KBConfig.from_yaml(text, name="check")  # the file must stay a valid KB config
+    return text
+
+
+class LocalStack:
+    """Start and stop the whole stack under `directory`; `workers` Celery worker processes."""
+
+    def __init__(self, directory: Path | str, *, workers: int = 1, grace_s: float = 20.0):
+        if workers < 1:
+            raise ValueError(f"workers={workers} must be >= 1")
+        if grace_s <= 0:
+            raise ValueError(f"grace_s={grace_s} must be > 0")
+        self.directory = Path(directory).resolve()
+        self.workers = workers
+        self.grace_s = grace_s
+        self.logs = self.directory / "logs"
+        self.kb_yaml_path = self.directory / KB_FILE
+        self.services: dict[str, ServiceProcess] = {}
+        self.redis: engines.RedisServer | None = None
+        self.elasticsearch: engines.ElasticsearchNode | None = None
+        self.milvus: engines.MilvusServer | None = None
+        self.settings: Settings | None = None
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.http_port}"
+
+    def start(self, timeout_s: float = 300) -> LocalStack:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout_s
+        try:
+            self.redis = engines.start_redis(self.directory / "redis")
+            self.elasticsearch = engines.ElasticsearchNode(self.directory / "elasticsearch")
+            self.milvus = engines.MilvusServer(self.directory / "milvus")
+            with ThreadPoolExecutor(2, thread_name_prefix="engine") as pool:
+                # the engines warm up while the services start: no service touches them before a KB exists
+                started = [pool.submit(self.elasticsearch.start), pool.submit(self.milvus.start)]
+                self._start_services()
+                for future in started:
+                    future.result()
+            for service in self.services.values():
+                service.wait_serving(deadline)
+            self._wait_gateway_ready(deadline)
+            self.kb_yaml_path.write_text(kb_yaml(self.elasticsearch.url, self.milvus.uri), encoding="utf-8")
+        except BaseException:
+            self.stop()  # never leave half a stack behind
+            raise
+        return self
+
+    def _start_services(self) -> None:
+        port = engines.free_port
+        self.settings = Settings(
+            data_dir=self.directory / "data", host="127.0.0.1",
+            **{f"{name}_addr": f"127.0.0.1:{port()}" for name in LAYERS},
+            gateway_grpc_addr=f"127.0.0.1:{port()}", http_port=port(), broker_url=self.redis.url)
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        for name in LAYERS:
+            self._spawn(name, f"services.{name}.main", self.settings, getattr(self.settings, f"{name}_addr"))
+        self._spawn("gateway", "services.gateway.main", self.settings, self.settings.gateway_grpc_addr)
+        for n in range(1, self.workers + 1):
+            settings = replace(self.settings, worker_addr=f"127.0.0.1:{port()}")
+            self._spawn(f"worker-{n}", "services.worker.main", settings, settings.worker_addr)
+
+    def _spawn(self, name: str, module: str, settings: Settings, address: str) -> None:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("RAGKB_")}
+        env.update({f"RAGKB_{key.upper()}": str(value) for key, value in asdict(settings).items()})
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        self.services[name] = ServiceProcess(name, module, env, address, self.logs / f"{name}.log")
+
+    def _wait_gateway_ready(self, deadline: float) -> None:
+        body: object = None
+        while time.monotonic() < deadline:
+            try:
+                response = httpx.get(f"{self.http_url}/healthz", timeout=5)
+                body = response.json()
+                if response.status_code == 200 and body.get("ready"):
+                    return
+            except (httpx.HTTPError, ValueError) as error:
+                body = repr(error)
+            time.sleep(0.3)
+        raise StackError(f"gateway {self.http_url}/healthz not ready in time: {body}")
+
+    def stop(self) -> None:
+        """Clients first (gateway, workers), then the layers, then the engines; SIGKILL after the grace period."""
+        order = ["gateway", *[n for n in self.services if n.startswith("worker-")], *LAYERS]
+        for group in (order[:1 + self.workers], order[1 + self.workers:]):
+            running = [self.services[name] for name in group if name in self.services]
+            for service in running:
+                service.terminate()
+            for service in running:
+                service.wait_stopped(self.grace_s)
+        self.services.clear()
+        for engine in (self.milvus, self.elasticsearch, self.redis):
+            if engine is not None:
+                engine.stop()
+
+    def describe(self) -> str:
+        """Where each part listens, and the KB config to create knowledge bases with."""
+        lines = [f"{'redis':<14} {self.redis.url}", f"{'elasticsearch':<14} {self.elasticsearch.url}",
+                 f"{'milvus':<14} {self.milvus.uri}"]
+        for name, service in self.services.items():
+            extra = f", REST {self.http_url} (OpenAPI {self.http_url}/docs)" if name == "gateway" else ""
+            kind = "gRPC health" if name.startswith("worker-") else "gRPC"
+            lines.append(f"{name:<14} {kind} {service.address}{extra}  (pid {service.pid}, log {service.log_path})")
+        lines += [f"data           {self.settings.data_dir}", "",
+                  f"knowledge base config {self.kb_yaml_path}:", self.kb_yaml_path.read_text(encoding="utf-8"),
+                  f"export RAGKB_URL={self.http_url}   # or pass --url to ragkb"]
+        return "\n".join(lines)
+
+    def state(self) -> dict:
+        return {"pid": os.getpid(), "http": self.http_url, "kb_yaml": str(self.kb_yaml_path),
+                "describe": self.describe(),
+                "services": {name: {"address": s.address, "pid": s.pid} for name, s in self.services.items()},
+                "engine_pids": [e.pid for e in (self.redis, self.elasticsearch, self.milvus) if e and e.pid]}
+
+
+# ---------------------------------------------------------------- CLI
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGINT arrived."""
+
+
+def _raise_stop(*_) -> None:
+    raise _Stop
+
+
+def _serve(directory: Path, workers: int, timeout_s: float, *, announce: bool) -> int:
+    """Start the stack, write its state file, run until SIGTERM/SIGINT, stop it."""
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    state_file = directory / STATE_FILE
+    stack = LocalStack(directory, workers=workers)
+    try:
+        stack.start(timeout_s)
+        state_file.write_text(json.dumps(stack.state()))
+        if announce:
+            print(f"{stack.describe()}\nlocal stack is up; Ctrl-C stops it", flush=True)
+        while True:
+            time.sleep(1)
+    except _Stop:
+        return 0
+    finally:
+        # a second signal must not interrupt the stop
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        stack.stop()
+        state_file.unlink(missing_ok=True)
+        if announce:
+            print("local stack stopped", flush=True)
+
+
+def _up(directory: Path, workers: int, timeout_s: float) -> int:
+    directory.mkdir(parents=True, exist_ok=True)
+    state_file = directory / STATE_FILE
+    if state_file.exists() and _alive(json.loads(state_file.read_text())["pid"]):
+        print(f"a local stack is already running from {directory}; `down --dir {directory}` first", file=sys.stderr)
+        return 1
+    state_file.unlink(missing_ok=True)
+    log_path = directory / "stack.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, __file__, "serve", "--dir", str(directory), "--workers", str(workers),
+             "--timeout", str(timeout_s)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        while not state_file.exists():
+            if process.poll() is not None:
+                print(f"the local stack failed to start:\n{engines.log_tail(log_path, 40)}", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        process.terminate()  # the serve process stops whatever it had started
+        process.wait()
+        print("start cancelled; everything stopped", file=sys.stderr)
+        return 130
+    state = json.loads(state_file.read_text())
+    print(f"{state['describe']}\nlocal stack is up (pid {state['pid']}); stop it with: "
+          f"python scripts/local_stack.py down --dir {directory}")
+    return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _down(directory: Path, timeout_s: float) -> int:
+    state_file = directory / STATE_FILE
+    if not state_file.exists():
+        print(f"no local stack running from {directory}")
+        return 0
+    state = json.loads(state_file.read_text())
+    pid = state["pid"]
+    if _alive(pid):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    if _alive(pid):
+        # the stack process hung: kill it and everything it had started
+        for child in [pid, *[s["pid"] for s in state["services"].values()], *state["engine_pids"]]:
+            try:
+                os.killpg(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        state_file.unlink(missing_ok=True)
+        print(f"local stack (pid {pid}) did not stop within {timeout_s}s and was killed", file=sys.stderr)
+        return 1
+    print(f"local stack stopped (pid {pid})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("action", choices=["up", "down", "serve"])
+    parser.add_argument("--dir", required=True, type=Path, help="data, logs, KB config and state of the stack")
+    parser.add_argument("--workers", type=int, default=1, help="Celery worker processes (default 1)")
+    parser.add_argument("--foreground", action="store_true", help="up: stay attached; Ctrl-C stops everything")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for readiness (or for down)")
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error(f"--workers {args.workers}: at least one worker is needed")
+    directory = args.dir.resolve()
+    if args.action == "down":
+        return _down(directory, args.timeout)
+    if args.action == "serve" or args.foreground:
+        directory.mkdir(parents=True, exist_ok=True)
+        return _serve(directory, args.workers, args.timeout, announce=args.foreground)
+    return _up(directory, args.workers, args.timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

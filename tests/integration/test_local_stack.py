@@ -1,0 +1,132 @@
+"""The spine's end-to-end scenario against the local multi-process stack (scripts/local_stack.py).
+
+Every service is its own process: Redis, an Elasticsearch node, a Milvus server, parser, indexer,
+retriever, reranker, generator, gateway and one Celery worker. Knowledge bases use the stack's
+KB config (Elasticsearch + Milvus server), created through `ragkb kb create --config`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import httpx
+import psutil
+import pytest
+
+from ragkb import cli
+from ragkb.client import RagkbApiError, RagkbClient
+from shared.clients import GatewayClient
+from shared.contracts import gateway_pb2
+from shared.errors import InvalidArgument, NotFound
+from tests.conftest import ROOT
+from tests.integration.conftest import (QUESTIONS, assert_answer_cites_its_chunk, assert_serving_and_listed,
+                                       ingest_folder)
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import local_stack  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+KB = "samples"
+SERVICES = {
+    "parser": "ragkb.v1.ParserService", "indexer": "ragkb.v1.IndexerService",
+    "retriever": "ragkb.v1.RetrieverService", "reranker": "ragkb.v1.RerankerService",
+    "generator": "ragkb.v1.GeneratorService", "gateway": "ragkb.v1.GatewayService", "worker-1": None,
+}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    running = local_stack.LocalStack(tmp_path_factory.mktemp("local-stack"), workers=1).start()
+    pids = [s.pid for s in running.services.values()]
+    pids += [running.redis.pid, running.elasticsearch.pid, running.milvus.pid]
+    yield running
+    running.stop()
+    assert [pid for pid in pids if psutil.pid_exists(pid)] == [], "processes left running after stop"
+
+
+@pytest.fixture(scope="module")
+def client(stack):
+    api = RagkbClient(stack.http_url)
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="module")
+def kb_config(stack) -> str:
+    return stack.kb_yaml_path.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def samples_kb(stack, client):
+    assert cli.main(["--url", stack.http_url, "kb", "create", KB, "--config", str(stack.kb_yaml_path)]) == 0
+    jobs = ingest_folder(client, KB)
+    assert {j["state"] for j in jobs} == {"done"}, [j["error"] for j in jobs]
+    return jobs
+
+
+def test_every_service_is_its_own_process_and_serving(stack):
+    assert set(stack.services) == set(SERVICES)
+    pids = {name: service.pid for name, service in stack.services.items()}
+    assert len(set(pids.values())) == len(pids) and all(psutil.pid_exists(pid) for pid in pids.values())
+    for name, service in SERVICES.items():
+        assert_serving_and_listed(stack.services[name].address, service)
+    health = httpx.get(f"{stack.http_url}/healthz", timeout=10).json()
+    assert health["ready"] and set(health["services"].values()) == {"SERVING"}
+
+
+def test_kb_config_names_the_stack_engines(stack, kb_config):
+    config = local_stack.KBConfig.from_yaml(kb_config, name="check")
+    assert config.keyword_store.name == "elasticsearch" and config.keyword_store.hosts == (stack.elasticsearch.url,)
+    assert config.vector_store.name == "milvus" and config.vector_store.uri == stack.milvus.uri
+
+
+@pytest.mark.parametrize("question, answer, doc_id", QUESTIONS)
+def test_answer_cites_the_chunk_that_contains_it(client, samples_kb, question, answer, doc_id):
+    assert_answer_cites_its_chunk(client.query(KB, question), question, answer, doc_id)
+
+
+def test_chunks_live_in_the_elasticsearch_node(stack, client, samples_kb):
+    indexed = httpx.get(f"{stack.elasticsearch.url}/ragkb-kb-{KB}/_count", timeout=10).json()["count"]
+    assert indexed == int(client.get_kb(KB)["chunk_count"]) > 0
+
+
+def test_reingesting_unchanged_documents_adds_nothing(client, samples_kb):
+    before = client.get_kb(KB)
+    jobs = ingest_folder(client, KB)
+    assert {j["outcome"] for j in jobs} == {"unchanged"}
+    after = client.get_kb(KB)
+    assert (after["document_count"], after["chunk_count"]) == (before["document_count"], before["chunk_count"])
+
+
+def test_changed_document_replaces_its_chunks(client, kb_config):
+    client.create_kb("changes", config_yaml=kb_config)
+    first = client.upload("changes", "policy.md", "# Policy\n\nRefunds are issued within 14 days of purchase.".encode())
+    client.wait([first["job_id"]])
+    assert "14 days" in client.query("changes", "When are refunds issued?")["answer"]
+    second = client.upload("changes", "policy.md",
+                           "# Policy\n\nRefunds are issued within 30 days of a written request.".encode())
+    (job,) = client.wait([second["job_id"]])
+    assert job["outcome"] == "updated"
+    result = client.query("changes", "When are refunds issued?")
+    assert "30 days" in result["answer"] and "14 days" not in result["answer"]
+    assert all("14 days" not in c["chunk"]["raw_content"] for c in result["chunks"])
+    (doc,) = client.list_documents("changes")
+    assert doc["version"] == "2" and doc["chunk_count"] == 1
+    assert client.get_kb("changes")["chunk_count"] == "1"
+
+
+def test_unknown_knowledge_base_is_not_found(stack, client):
+    with pytest.raises(RagkbApiError) as error:
+        client.query("no-such-kb", "anything")
+    assert error.value.status == 404 and "no-such-kb" in error.value.message
+    with pytest.raises(NotFound, match="no-such-kb"):
+        GatewayClient(stack.settings.gateway_grpc_addr).query(gateway_pb2.QueryRequest(kb="no-such-kb", query="x"))
+
+
+def test_empty_query_is_an_invalid_argument(stack, client, samples_kb):
+    with pytest.raises(RagkbApiError) as error:
+        client.query(KB, "")
+    assert error.value.status == 400 and "empty" in error.value.message
+    with pytest.raises(InvalidArgument, match="empty"):
+        GatewayClient(stack.settings.gateway_grpc_addr).query(gateway_pb2.QueryRequest(kb=KB, query=""))

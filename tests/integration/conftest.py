@@ -48,6 +48,23 @@ QUESTIONS = [
 ]
 
 
+def assert_changed_document_replaces_its_chunks(client: RagkbClient, kb: str) -> None:
+    """Upload a document, then a changed version: the old text is gone, the new one answers."""
+    first = client.upload(kb, "policy.md", "# Policy\n\nRefunds are issued within 14 days of purchase.".encode())
+    client.wait([first["job_id"]])
+    assert "14 days" in client.query(kb, "When are refunds issued?")["answer"]
+    second = client.upload(kb, "policy.md",
+                           "# Policy\n\nRefunds are issued within 30 days of a written request.".encode())
+    (job,) = client.wait([second["job_id"]])
+    assert job["outcome"] == "updated"
+    result = client.query(kb, "When are refunds issued?")
+    assert "30 days" in result["answer"] and "14 days" not in result["answer"]
+    assert all("14 days" not in c["chunk"]["raw_content"] for c in result["chunks"])
+    (doc,) = client.list_documents(kb)
+    assert doc["version"] == "2" and doc["chunk_count"] == 1
+    assert client.get_kb(kb)["chunk_count"] == "1"
+
+
 def assert_answer_cites_its_chunk(result: dict, question: str, answer: str, doc_id: str) -> None:
     """The answer states `answer`, and a citation quoting it points at a returned chunk of `doc_id` holding it."""
     assert not result["refused"] and answer in result["answer"]

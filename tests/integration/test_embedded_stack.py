@@ -9,7 +9,8 @@ from ragkb.embedded import EmbeddedStack
 from shared.clients import GatewayClient
 from shared.contracts import gateway_pb2
 from shared.errors import InvalidArgument, NotFound
-from tests.integration.conftest import (QUESTIONS, assert_answer_cites_its_chunk, assert_serving_and_listed,
+from tests.integration.conftest import (QUESTIONS, assert_answer_cites_its_chunk,
+                                       assert_changed_document_replaces_its_chunks, assert_serving_and_listed,
                                        ingest_folder)
 
 pytestmark = pytest.mark.integration
@@ -45,19 +46,7 @@ def test_reingesting_unchanged_documents_adds_nothing(client, samples_kb):
 
 def test_changed_document_replaces_its_chunks(client, stack):
     client.create_kb("changes")
-    first = client.upload("changes", "policy.md", "# Policy\n\nRefunds are issued within 14 days of purchase.".encode())
-    client.wait([first["job_id"]])
-    assert "14 days" in client.query("changes", "When are refunds issued?")["answer"]
-    second = client.upload("changes", "policy.md",
-                           "# Policy\n\nRefunds are issued within 30 days of a written request.".encode())
-    (job,) = client.wait([second["job_id"]])
-    assert job["outcome"] == "updated"
-    result = client.query("changes", "When are refunds issued?")
-    assert "30 days" in result["answer"] and "14 days" not in result["answer"]
-    assert all("14 days" not in c["chunk"]["raw_content"] for c in result["chunks"])
-    (doc,) = client.list_documents("changes")
-    assert doc["version"] == "2" and doc["chunk_count"] == 1
-    assert client.get_kb("changes")["chunk_count"] == "1"
+    assert_changed_document_replaces_its_chunks(client, "changes")
 
 
 def test_deleted_document_is_no_longer_retrievable(client, stack):

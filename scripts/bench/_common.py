@@ -1,7 +1,7 @@
 """Shared helpers of the benchmark scripts: SciFact corpus -> .txt files -> a KB in an embedded stack.
 
-Not a script of its own. The scripts next to it set the thread environment, put the
-repository root on sys.path and then import this module.
+Not a script of its own. The scripts next to it import `_setup` first (thread environment,
+repository root on sys.path) and then this module.
 """
 
 from __future__ import annotations

@@ -19,27 +19,19 @@ Run from the repository root (the SciFact data lives in ../shared/data/scifact):
     python scripts/bench/ingest.py --docs 50 --batch-size 16 --data /path/to/scifact
 """
 
-import os
+import _setup  # noqa: F401  (thread environment and sys.path first)
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import argparse
+import sys
+import time
+from pathlib import Path
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root
-sys.path.insert(1, str(Path(__file__).resolve().parent))  # this folder, for _common
-
-import httpx  # noqa: E402
-
-import _common as common  # noqa: E402
-from services.parser.parser import parse_document  # noqa: E402
-from shared.config import DEFAULT_NAMESPACE, KBConfig  # noqa: E402
-from shared.embedders import resolve_model_dir  # noqa: E402
+import _common as common
+from services.parser.parser import parse_document
+from shared.config import DEFAULT_NAMESPACE, KBConfig
+from shared.embedders import resolve_model_dir
 
 KB = "bench"
 

@@ -18,33 +18,26 @@ Run from the repository root (needs redis-server; data in ../shared/data/scifact
     python scripts/bench/ingest_async.py --docs 100
 """
 
+import _setup  # noqa: F401  (thread environment and sys.path first)
+
+import argparse
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import httpx
 
-import argparse  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root
-sys.path.insert(1, str(Path(__file__).resolve().parent))  # this folder, for _common
-
-import httpx  # noqa: E402
-
-import _common as common  # noqa: E402
-from ragkb.embedded import EmbeddedStack  # noqa: E402
-from services.parser.parser import parse_document  # noqa: E402
-from shared import components  # noqa: E402
-from shared.config import DEFAULT_NAMESPACE, Settings  # noqa: E402
-from shared.kb import KnowledgeBaseCatalog  # noqa: E402
+import _common as common
+from ragkb.embedded import EmbeddedStack
+from services.parser.parser import parse_document
+from shared import components
+from shared.config import DEFAULT_NAMESPACE, Settings
+from shared.kb import KnowledgeBaseCatalog
 
 
 def parse_args() -> argparse.Namespace:

@@ -19,31 +19,23 @@ Run from the repository root (the SciFact data lives in ../shared/data/scifact):
     python scripts/bench/query.py --docs 300 --queries 30
 """
 
-import os
+import _setup  # noqa: F401  (thread environment and sys.path first)
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import argparse
+import csv
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
 
-import argparse  # noqa: E402
-import csv  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from collections import defaultdict  # noqa: E402
-from pathlib import Path  # noqa: E402
+import httpx
+from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root
-sys.path.insert(1, str(Path(__file__).resolve().parent))  # this folder, for _common
-
-import httpx  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-import _common as common  # noqa: E402
-from shared.config import KBConfig  # noqa: E402
-from shared.embedders import resolve_model_dir  # noqa: E402
+import _common as common
+from shared.config import KBConfig
+from shared.embedders import resolve_model_dir
 
 KB = "bench"
 CONFIG_YAML = "retriever:\n  top_k: 10\nreranker:\n  top_n: 10\n"

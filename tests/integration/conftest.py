@@ -48,6 +48,15 @@ QUESTIONS = [
 ]
 
 
+def assert_reingest_adds_nothing(client: RagkbClient, kb: str) -> None:
+    """Ingesting the unchanged samples again reports `unchanged` for each and adds no document or chunk."""
+    before = client.get_kb(kb)
+    jobs = ingest_folder(client, kb)
+    assert {j["outcome"] for j in jobs} == {"unchanged"}
+    after = client.get_kb(kb)
+    assert (after["document_count"], after["chunk_count"]) == (before["document_count"], before["chunk_count"])
+
+
 def assert_changed_document_replaces_its_chunks(client: RagkbClient, kb: str) -> None:
     """Upload a document, then a changed version: the old text is gone, the new one answers."""
     first = client.upload(kb, "policy.md", "# Policy\n\nRefunds are issued within 14 days of purchase.".encode())

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from pymilvus import DataType
 
-from ragkb.client import RagkbClient
 from ragkb.embedded import EmbeddedStack
 from shared import components
 from shared.config import Settings
@@ -65,13 +64,6 @@ def stack(tmp_path_factory, es, milvus):
     running = EmbeddedStack(settings, ephemeral_ports=True).start()
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def client(stack):
-    api = RagkbClient(stack.http_url)
-    yield api
-    api.close()
 
 
 def unique(prefix: str) -> str:

@@ -204,8 +204,10 @@ def _mean(values: list[float]) -> float:
 
 
 def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", limit_docs: int = 0,
-             cache_path: Path | None = None) -> dict:
-    """Index the corpus into the configured stores, run every query, return {row: metrics}."""
+             cache_path: Path | None = None, profiles_file: Path | None = None) -> dict:
+    """Index the corpus into the configured stores, run every query, return {row: metrics}.
+
+    `profiles_file`: the operator profiles the KB config chooses its stores and models from."""
     from services.retriever.retriever import Retriever
     from shared import components
     from shared.config import Settings
@@ -214,8 +216,8 @@ def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", li
     data = limit_corpus(load_beir(dataset, split), limit_docs)
     print(f"{dataset.name}/{split}: {len(data.corpus)} documents, {len(data.queries)} queries", file=sys.stderr)
     temp = tempfile.TemporaryDirectory(prefix="ragkb-eval-")  # catalog and embedded stores of this run only
-    settings = Settings(data_dir=Path(temp.name))
-    catalog = KnowledgeBaseCatalog(settings.data_dir)
+    settings = Settings(data_dir=Path(temp.name), profiles_file=str(profiles_file or ""))
+    catalog = KnowledgeBaseCatalog.for_settings(settings)
     kb_name = f"eval-{uuid.uuid4().hex[:8]}"  # unique: a shared Elasticsearch or Milvus server may hold others
     kb = catalog.create(kb_name, config_yaml=kb_config_yaml)
     cache = VectorCache(cache_path or Path.home() / ".cache" / "ragkb" / "eval-vectors.sqlite")

@@ -11,12 +11,13 @@ import fnmatch
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from shared.errors import InvalidArgument
+from shared.profiles import OperatorProfiles
 
 DEFAULT_NAMESPACE = "default"
 
@@ -48,6 +49,12 @@ class Settings:
     ingest_namespace_slots: int = 2  # jobs of one namespace queued or running at once (fairness)
     ingest_step_timeout_s: float = 600.0  # deadline of each pipeline step (parse, index)
     reconcile_interval_s: float = 3600.0  # scheduled store/registry reconciliation; 0 = off
+    # security (docs/security.md): operator profiles a KB config chooses from; mTLS between services
+    profiles_file: str = ""  # empty = <data_dir>/profiles.yaml (built-in profiles when absent)
+    tls_dir: str = ""  # ca.pem + <service>.pem/.key (`ragkb certs init`); empty = plaintext, loopback only
+    insecure_inner: bool = False  # allow plaintext inner services on a non-loopback address (not for production)
+    open_access: bool = False  # serve a gateway without API keys to non-loopback clients too
+    max_json_bytes: int = 1024 * 1024  # largest JSON request body (413 above it)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> Settings:
@@ -80,7 +87,14 @@ def _coerce(type_name: str, raw: str):
         return int(raw)
     if type_name == "float":
         return float(raw)
+    if type_name == "bool":
+        if raw.strip().lower() not in _BOOLEANS:
+            raise ValueError("use true or false")
+        return _BOOLEANS[raw.strip().lower()]
     return raw
+
+
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False, "": False}
 
 
 class _Section(BaseModel):
@@ -118,7 +132,7 @@ class ParserConfig(_Section):
     """Limits and OCR for parsing a knowledge base's files."""
 
     ocr: bool = False  # scanned PDFs are read with tesseract; off = they are refused as image-only
-    ocr_languages: tuple[str, ...] = ("chi_sim", "eng")
+    ocr_languages: tuple[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{1,31}$")], ...] = ("chi_sim", "eng")
     max_file_mb: float = Field(50.0, gt=0, le=60)  # the gRPC message limit is 64 MB
     max_pages: int = Field(2000, ge=1, le=100000)
     timeout_s: float = Field(300.0, gt=0, le=3600)  # per file; the parse worker is killed after it
@@ -135,6 +149,7 @@ class EmbedderConfig(_Section):
 
 class KeywordStoreConfig(_Section):
     name: str = "sqlite-fts5"  # sqlite-fts5 (embedded) | elasticsearch
+    profile: str = "default"  # the operator's keyword_store profile: hosts and index prefix come from it
     analyzer: Literal["jieba", "char"] = "jieba"
     # elasticsearch: nodes, index naming (<prefix>-kb-<kb>), fail-fast client behaviour, write visibility
     hosts: tuple[str, ...] = ("http://127.0.0.1:9200",)
@@ -148,6 +163,7 @@ class KeywordStoreConfig(_Section):
 
 class VectorStoreConfig(_Section):
     name: str = "milvus"
+    profile: str = "default"  # the operator's vector_store profile: the uri comes from it
     uri: str = ""  # empty = Milvus Lite file under the data directory
     index_type: Literal["AUTOINDEX", "HNSW", "IVF_FLAT", "IVF_SQ8", "FLAT"] = "AUTOINDEX"
     metric: Literal["COSINE", "IP", "L2"] = "COSINE"
@@ -198,11 +214,15 @@ class GeneratorConfig(_Section):
     max_sentences: int = Field(3, ge=1, le=20)
     # refuse without calling the model when the best source covers less of the question than this
     min_evidence_score: float = Field(0.4, ge=0, le=1)  # calibrated: scripts/bench/refusal.py
-    templates_dir: str = ""  # a directory whose files override the built-in prompt templates
-    # openai: base URL of an OpenAI-compatible server (OpenAI, vLLM, Ollama), model, key from the NAMED env var
+    templates: str = ""  # an operator template set whose files override the built-in prompt templates
+    # openai: an OpenAI-compatible server (OpenAI, vLLM, Ollama) chosen through the operator's llm profile
+    profile: str = "local"
+    # resolved from the profiles (operator settings, never tenant input)
+    templates_dir: str = ""
     base_url: str = "http://127.0.0.1:11434/v1"
     model: str = ""
-    api_key_env: str = ""  # empty = no Authorization header (local servers)
+    api_key_env: str = ""  # empty (and no file) = no Authorization header (local servers)
+    api_key_file: str = ""
     temperature: float = Field(0.1, ge=0, le=2)
     max_tokens: int = Field(800, ge=1, le=32000)
     timeout_s: float = Field(60.0, gt=0)
@@ -262,6 +282,68 @@ class KBConfig(_Section):
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+    @classmethod
+    def from_tenant_yaml(cls, text: str, *, name: str, profiles: OperatorProfiles) -> KBConfig:
+        """A KB config written by a tenant: operator settings are refused, models and profiles must be offered."""
+        config = cls.from_yaml(text, name=name)
+        data = yaml.safe_load(text) or {}
+        for section, keys in OPERATOR_FIELDS.items():
+            given = sorted(set(data.get(section) or {}) & set(keys))
+            if given:
+                chooser = "templates" if given[0] == "templates_dir" else "profile"
+                raise InvalidArgument(f"{section}.{given[0]} is an operator setting; choose one of the server's "
+                                      f"named {section} settings with {section}.{chooser}")
+        for section in ("embedder", "reranker"):
+            model = getattr(config, section).model
+            allowed = {getattr(type(getattr(config, section))(), "model"), *profiles.models, *shipped_model_names()}
+            if model not in allowed:
+                raise InvalidArgument(f"{section}.model {model!r} is not offered by this server; "
+                                      f"choose one of: {', '.join(sorted(allowed))}")
+        config.resolve(profiles)  # unknown profile or template names are refused now, not at first use
+        return config
+
+    def resolve(self, profiles: OperatorProfiles) -> KBConfig:
+        """The effective config: operator settings filled in from the profiles this config names."""
+        llm = profiles.pick("llm", self.generator.profile)
+        keyword = profiles.pick("keyword_store", self.keyword_store.profile)
+        vector = profiles.pick("vector_store", self.vector_store.profile)
+        return self.model_copy(update={
+            "generator": self.generator.model_copy(update={
+                **llm.model_dump(), "templates_dir": profiles.template_dir(self.generator.templates)}),
+            "keyword_store": self.keyword_store.model_copy(update=keyword.model_dump()),
+            "vector_store": self.vector_store.model_copy(update=vector.model_dump()),
+            "embedder": self.embedder.model_copy(update={"model": profiles.model_path(self.embedder.model)}),
+            "reranker": self.reranker.model_copy(update={"model": profiles.model_path(self.reranker.model)}),
+        })
+
+    def tenant_view(self) -> KBConfig:
+        """This config as its tenant wrote it: operator settings back at their defaults, never shown."""
+        return self.model_copy(update={
+            section: getattr(self, section).model_copy(
+                update={key: type(getattr(self, section)).model_fields[key].default for key in keys})
+            for section, keys in OPERATOR_FIELDS.items()})
+
+    def to_tenant_yaml(self) -> str:
+        data = self.model_dump(mode="json")
+        for section, keys in OPERATOR_FIELDS.items():
+            for key in keys:
+                data[section].pop(key, None)
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+# Settings that come only from operator profiles (shared/profiles.py): a tenant's KB config naming one is refused.
+OPERATOR_FIELDS = {
+    "generator": ("base_url", "model", "api_key_env", "api_key_file", "templates_dir"),
+    "keyword_store": ("hosts", "index_prefix"),
+    "vector_store": ("uri",),
+}
+
+
+def shipped_model_names() -> tuple[str, ...]:
+    from shared.embedders import SHIPPED_MODELS
+
+    return tuple(SHIPPED_MODELS)
 
 
 def validate_kb_name(name: str) -> None:

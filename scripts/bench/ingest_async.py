@@ -105,7 +105,7 @@ def run(stack: EmbeddedStack, http: httpx.Client, files, workers: int, root: Pat
 
 
 def bare_docs_per_s(stack: EmbeddedStack, files) -> float:
-    config = KnowledgeBaseCatalog(stack.settings.data_dir).get("async1")
+    config = KnowledgeBaseCatalog.for_settings(stack.settings).get("async1")
     texts = [chunk.content for doc_id, path in files
              for chunk in parse_document(kb=config.name, namespace=DEFAULT_NAMESPACE, filename=path.name,
                                          data=path.read_bytes(), doc_id=doc_id, chunker=config.chunker).chunks]

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from services.gateway.watched_file import file_stamp
+from shared.files import file_stamp
 from shared.errors import InvalidArgument
 
 log = logging.getLogger("ragkb.gateway.steps")

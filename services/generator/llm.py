@@ -10,6 +10,7 @@ from services.generator.prompts import PromptBuilder
 from shared import registry
 from shared.config import GeneratorConfig
 from shared.contracts import chunk_pb2
+from shared.profiles import read_secret
 from shared.text import detect_language
 
 
@@ -20,7 +21,8 @@ class ChatGenerator:
 
     def __init__(self, config: GeneratorConfig, client: ChatClient | None = None):
         self._config = config
-        self._client = client or ChatClient(config.base_url, config.model, api_key_env=config.api_key_env,
+        api_key = read_secret(config.profile, env_name=config.api_key_env, file_name=config.api_key_file)
+        self._client = client or ChatClient(config.base_url, config.model, api_key=api_key,
                                             timeout_s=config.timeout_s, max_retries=config.max_retries,
                                             temperature=config.temperature, max_tokens=config.max_tokens)
         self._prompts = PromptBuilder(config.templates_dir)

@@ -4,16 +4,15 @@ Plain HTTP with httpx rather than a vendor SDK: the three servers agree on this
 one endpoint and its SSE stream (`data: {...}` lines ending with `data: [DONE]`).
 Retries with exponential backoff on connection errors, timeouts, 429 and 5xx; a
 stream is retried only until its first token arrives, so a caller never sees a
-token twice. The API key is read from the environment variable the config
-names, never from the config itself.
+token twice. The API key comes from the operator's LLM profile
+(shared/profiles.py), never from a knowledge-base config.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import httpx
 
@@ -25,9 +24,8 @@ MAX_BACKOFF_S = 8.0
 
 
 class ChatClient:
-    def __init__(self, base_url: str, model: str, *, api_key_env: str = "", timeout_s: float = 60.0,
-                 max_retries: int = 2, temperature: float = 0.1, max_tokens: int = 800,
-                 environ: Mapping[str, str] | None = None):
+    def __init__(self, base_url: str, model: str, *, api_key: str = "", timeout_s: float = 60.0,
+                 max_retries: int = 2, temperature: float = 0.1, max_tokens: int = 800):
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"generator base_url must start with http:// or https://, got {base_url!r}")
         if not model:
@@ -36,13 +34,9 @@ class ChatClient:
             raise ValueError(f"generator timeout_s must be > 0, got {timeout_s}")
         if max_retries < 0:
             raise ValueError(f"generator max_retries must be >= 0, got {max_retries}")
-        env = os.environ if environ is None else environ
         headers = {"Content-Type": "application/json"}
-        if api_key_env:
-            key = env.get(api_key_env, "")
-            if not key:
-                raise FailedPrecondition(f"the generator's API key variable {api_key_env} is not set")
-            headers["Authorization"] = f"Bearer {key}"
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
         self.base_url = base_url.rstrip("/")
         self.model = model
         self._max_retries = max_retries

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
+from jinja2.sandbox import SandboxedEnvironment
 
 from shared.contracts import chunk_pb2
 from shared.errors import FailedPrecondition
@@ -59,7 +60,8 @@ class PromptBuilder:
                 raise FailedPrecondition(f"generator templates_dir {templates_dir!r} is not a directory")
             loaders.append(jinja2.FileSystemLoader(str(override)))
         loaders.append(jinja2.FileSystemLoader(str(BUILTIN_TEMPLATES)))
-        self._env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined,
+        # sandboxed: a template set is operator-supplied, and still renders nothing but its variables
+        self._env = SandboxedEnvironment(loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined,
                                        autoescape=False, keep_trailing_newline=False, trim_blocks=True)
         try:
             self._templates = {name: self._env.get_template(f"{name}.md.j2") for name in INTENTS}

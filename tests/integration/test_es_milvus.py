@@ -49,18 +49,21 @@ def milvus(tmp_path_factory):
     server.stop()
 
 
-def kb_yaml(es, milvus) -> str:
-    # short timeouts: a stopped engine must fail its route in well under the route timeout
-    return (f"keyword_store:\n  name: elasticsearch\n  hosts: ['{es.url}']\n  request_timeout_s: 2\n"
-            f"  max_retries: 1\nvector_store:\n  name: milvus\n  uri: {milvus.uri}\n  index_type: HNSW\n"
-            f"  index_params: {{M: 16, efConstruction: 64}}\n  search_params: {{ef: 64}}\n  timeout_s: 2\n"
-            f"retriever:\n  route_timeout_s: 6\n")
+# short timeouts: a stopped engine must fail its route in well under the route timeout
+KB_YAML = ("keyword_store:\n  name: elasticsearch\n  request_timeout_s: 2\n"
+           "  max_retries: 1\nvector_store:\n  name: milvus\n  index_type: HNSW\n"
+           "  index_params: {M: 16, efConstruction: 64}\n  search_params: {ef: 64}\n  timeout_s: 2\n"
+           "retriever:\n  route_timeout_s: 6\n")
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, es, milvus):
     # a generous deadline: creating a KB loads the model and creates an index and a collection on a busy machine
     settings = Settings(data_dir=tmp_path_factory.mktemp("data"), rpc_timeout_s=180)
+    # the operator's profiles: where the engines are (a KB config only chooses them by name)
+    (settings.data_dir / "profiles.yaml").write_text(
+        f"keyword_store: {{default: {{hosts: ['{es.url}']}}}}\nvector_store: {{default: {{uri: '{milvus.uri}'}}}}\n",
+        encoding="utf-8")
     running = EmbeddedStack(settings, ephemeral_ports=True).start()
     yield running
     running.stop()
@@ -71,7 +74,7 @@ def unique(prefix: str) -> str:
 
 
 def stores_of(stack, kb: str):
-    config = KnowledgeBaseCatalog(stack.settings.data_dir).get(kb)
+    config = KnowledgeBaseCatalog.for_settings(stack.settings).get(kb)
     return components.keyword_store_for(config, stack.settings), components.vector_store_for(config, stack.settings)
 
 
@@ -102,7 +105,7 @@ def es_store(es):
 @pytest.fixture(scope="module")
 def samples(client, es, milvus):
     kb = unique("samples")
-    client.create_kb(kb, config_yaml=kb_yaml(es, milvus))
+    client.create_kb(kb, config_yaml=KB_YAML)
     jobs = ingest_folder(client, kb, namespace="team-a")
     assert {j["state"] for j in jobs} == {"done"}, [j["error"] for j in jobs]
     return kb
@@ -280,7 +283,11 @@ def test_eval_runs_on_the_stores_the_kb_config_names(es, milvus, tmp_path):
     (dataset / "queries.jsonl").write_text('{"_id": "q1", "text": "how long does charging the battery take"}\n'
                                            '{"_id": "q2", "text": "最大载重是多少"}\n', encoding="utf-8")
     (dataset / "qrels" / "test.tsv").write_text("q1\td1\t1\nq2\td2\t1\n", encoding="utf-8")
-    results = run_eval(dataset, "test", kb_config_yaml=kb_yaml(es, milvus), cache_path=tmp_path / "v.sqlite")
+    profiles = tmp_path / "profiles.yaml"
+    profiles.write_text(f"keyword_store: {{default: {{hosts: ['{es.url}']}}}}\n"
+                        f"vector_store: {{default: {{uri: '{milvus.uri}'}}}}\n", encoding="utf-8")
+    results = run_eval(dataset, "test", kb_config_yaml=KB_YAML, cache_path=tmp_path / "v.sqlite",
+                       profiles_file=profiles)
     assert results["_run"]["keyword_store"] == "elasticsearch" and results["_run"]["degraded_queries"] == 0
     assert results["bm25"]["recall@10"] == results["hybrid"]["recall@10"] == 1.0
     assert results["bm25"]["mrr@10"] == 1.0 and "hybrid" in format_table(results)

@@ -31,10 +31,9 @@ def standin():
 
 
 @pytest.fixture()
-def client(standin, monkeypatch):
+def client(standin):
     standin.reset()
-    monkeypatch.setenv("RAGKB_TEST_LLM_KEY", "sk-test")
-    chat = ChatClient(standin.base_url, "standin-model", api_key_env="RAGKB_TEST_LLM_KEY", timeout_s=5,
+    chat = ChatClient(standin.base_url, "standin-model", api_key="sk-test", timeout_s=5,
                       max_retries=2)
     yield chat
     chat.close()
@@ -86,10 +85,9 @@ def test_client_errors_are_not_retried(client, standin, status, error, message):
     assert len(standin.requests) == 1
 
 
-def test_a_wrong_api_key_is_a_clear_error(standin, monkeypatch):
+def test_a_wrong_api_key_is_a_clear_error(standin):
     standin.reset()
-    monkeypatch.setenv("RAGKB_TEST_LLM_KEY", "sk-wrong")
-    chat = ChatClient(standin.base_url, "m", api_key_env="RAGKB_TEST_LLM_KEY", max_retries=2)
+    chat = ChatClient(standin.base_url, "m", api_key="sk-wrong", max_retries=2)
     with pytest.raises(FailedPrecondition, match="refused the API key"):
         chat.complete(MESSAGES)
     assert len(standin.requests) == 1

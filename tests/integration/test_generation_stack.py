@@ -40,13 +40,17 @@ def standin():
 
 
 @pytest.fixture(scope="module")
-def llm_kb(client, standin, tmp_path_factory):
+def llm_kb(stack, client, standin, tmp_path_factory):
     model_dir = build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-reranker"))
-    config = f"""
-chunker: {{max_chars: 300, overlap_chars: 0}}
-reranker: {{name: bge, model: "{model_dir}", device: cpu, relative_threshold: 0.0, candidate_cap: 20, top_n: 4,
-           max_context_tokens: 4000}}
-generator: {{name: openai, base_url: "{standin.base_url}", model: standin-model, max_retries: 0}}
+    # the operator's side: the chat endpoint and the model directory, each under a name
+    (stack.settings.data_dir / "profiles.yaml").write_text(
+        f"llm: {{standin: {{base_url: '{standin.base_url}', model: standin-model}}}}\n"
+        f"models: {{tiny-reranker: '{model_dir}'}}\n", encoding="utf-8")
+    config = """
+chunker: {max_chars: 300, overlap_chars: 0}
+reranker: {name: bge, model: tiny-reranker, device: cpu, relative_threshold: 0.0, candidate_cap: 20, top_n: 4,
+           max_context_tokens: 4000}
+generator: {name: openai, profile: standin, max_retries: 0}
 """
     client.create_kb(KB, config_yaml=config)
     jobs = ingest_folder(client, KB)

@@ -75,7 +75,7 @@ def client(stack, workers):
 
 
 def stores(stack, kb: str):
-    config = KnowledgeBaseCatalog(stack.settings.data_dir).get(kb)
+    config = KnowledgeBaseCatalog.for_settings(stack.settings).get(kb)
     return components.keyword_store_for(config, stack.settings), components.vector_store_for(config, stack.settings)
 
 
@@ -173,7 +173,7 @@ def test_worker_killed_mid_job_is_redelivered_and_finishes_exactly(stack, client
     # many short chunks: several progress steps, each quick even on a busy machine
     client.create_kb(kb, config_yaml=CRASH_KB)
     job_id = client.upload(kb, "manual.md", short_sections(200))["job_id"]
-    batch = KnowledgeBaseCatalog(stack.settings.data_dir).get(kb).embedder.batch_size
+    batch = KnowledgeBaseCatalog.for_settings(stack.settings).get(kb).embedder.batch_size
     mid = wait_for(lambda: (job := client.job(job_id))["state"] == "embedding"
                    and batch <= job["chunks_done"] < job["chunks_total"] and job,
                    timeout_s=120, interval_s=0.05, what="a job half-way through embedding")

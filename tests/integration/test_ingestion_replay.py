@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("data"))
-    catalog = KnowledgeBaseCatalog(settings.data_dir)
+    catalog = KnowledgeBaseCatalog.for_settings(settings)
     registry = DocumentRegistry(settings.data_dir / "registry.sqlite")
     yield settings, catalog, registry
     registry.close()

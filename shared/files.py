@@ -1,4 +1,4 @@
-"""Change detection for config files the gateway re-reads at run time (keys, step settings)."""
+"""Change detection for config files re-read at run time (keys, step settings, operator profiles, TLS files)."""
 
 from __future__ import annotations
 

@@ -210,14 +210,31 @@ def cmd_docs_delete(args) -> int:
     return 0
 
 
+def cmd_certs_init(args) -> int:
+    from shared.tls import init_certs
+
+    if args.if_missing and (Path(args.directory) / "ca.pem").exists():
+        print(f"{args.directory} has a CA already; nothing to do")
+        return 0
+    try:
+        written = init_certs(args.directory, hosts=args.host, days=args.days, force=args.force)
+    except FileExistsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(written)} files to {args.directory}; serve with RAGKB_TLS_DIR={Path(args.directory).resolve()}")
+    return 0
+
+
 def cmd_eval(args) -> int:
     from ragkb.eval import format_table, run_eval
     from shared.errors import RagkbError
+    from shared.profiles import profiles_path
 
     try:
         config = Path(args.kb_config).read_text(encoding="utf-8") if args.kb_config else ""
         results = run_eval(Path(args.dataset), args.split, kb_config_yaml=config, limit_docs=args.limit_docs,
-                           cache_path=Path(args.cache) if args.cache else None)
+                           cache_path=Path(args.cache) if args.cache else None,
+                           profiles_file=profiles_path(Settings.from_env()))
     except (OSError, RagkbError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -421,6 +438,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", help="also write the metrics to this file")
     evaluate.set_defaults(func=cmd_eval)
     keys_cli.add_commands(commands)
+    certs = commands.add_parser("certs", help="mTLS certificates for the services").add_subparsers(
+        dest="certs_command", required=True)
+    init = certs.add_parser("init", help="a development CA and one certificate per service (RAGKB_TLS_DIR)")
+    init.add_argument("directory")
+    init.add_argument("--host", action="append", default=[], help="extra DNS name or IP for every certificate")
+    init.add_argument("--days", type=int, default=365)
+    init.add_argument("--force", action="store_true", help="replace existing certificates (rotation)")
+    init.add_argument("--if-missing", action="store_true", help="do nothing when the directory has a CA already")
+    init.set_defaults(func=cmd_certs_init)
     return parser
 
 

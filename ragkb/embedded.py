@@ -1,4 +1,4 @@
-"""Embedded mode: every service in one process, each still a gRPC server on loopback.
+"""Embedded mode: every service in one process, each still a gRPC server on loopback (and only there).
 
 Services talk through the same servicers and clients as in a cluster; only the
 process boundary is gone. Data lives under `Settings.data_dir` and survives
@@ -20,7 +20,7 @@ from services.reranker import main as reranker_main
 from services.retriever import main as retriever_main
 from shared import registry
 from shared.config import Settings
-from shared.server import ServiceServer, run_until_signalled
+from shared.server import ServiceServer, is_loopback, run_until_signalled
 from shared.stores.milvus import close_clients
 
 log = logging.getLogger("ragkb.embedded")
@@ -44,6 +44,9 @@ class EmbeddedStack:
         self.gateway: gateway_main.GatewayProcess | None = None
 
     def start(self) -> EmbeddedStack:
+        if not is_loopback(self.settings.host):
+            raise ValueError(f"embedded mode serves on loopback only, not RAGKB_HOST={self.settings.host}; "
+                             "run the local stack or a cluster (mTLS between services) to serve other hosts")
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         port = 0 if self._ephemeral else None
         addresses = {}

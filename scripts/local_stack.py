@@ -42,6 +42,7 @@ import engines  # noqa: E402
 from grpc_health_check import check  # noqa: E402
 
 from shared.config import KBConfig, Settings  # noqa: E402
+from shared.tls import CALLERS, init_certs  # noqa: E402
 
 LAYERS = ("parser", "indexer", "retriever", "reranker", "generator")
 STATE_FILE = "stack.json"
@@ -57,6 +58,8 @@ class ServiceProcess:
 
     def __init__(self, name: str, module: str, env: dict[str, str], address: str, log_path: Path):
         self.name, self.module, self.address, self.log_path = name, module, address, log_path
+        # inner services serve mTLS: their health check presents the service's own certificate
+        self._tls = (env["RAGKB_TLS_DIR"], name) if name in CALLERS else ("", "")
         with open(log_path, "ab") as log:
             self.process = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env=env, stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -71,7 +74,7 @@ class ServiceProcess:
             if self.process.poll() is not None:
                 raise StackError(f"{self.name} exited with {self.process.returncode}; last log lines:\n"
                                  f"{engines.log_tail(self.log_path, 30)}")
-            if check(self.address, timeout_s=2) == "SERVING":
+            if check(self.address, timeout_s=2, tls_dir=self._tls[0], identity=self._tls[1]) == "SERVING":
                 return
             time.sleep(0.3)
         raise StackError(f"{self.name} on {self.address} not SERVING in time; see {self.log_path}")
@@ -94,16 +97,14 @@ class ServiceProcess:
             pass
 
 
-def kb_yaml(es_url: str, milvus_uri: str) -> str:
+def kb_yaml() -> str:
     text = f"""# Knowledge bases of the local stack: BM25 in its Elasticsearch node, vectors in its Milvus server
 # (the indexer and the retriever are separate processes and both must reach the chunks).
 #   ragkb kb create NAME --config {KB_FILE}
 keyword_store:
   name: elasticsearch
-  hosts: ["{es_url}"]
 vector_store:
   name: milvus
-  uri: "{milvus_uri}"
   # the retriever searches what the indexer (another process) wrote: Session would only
   # guarantee a process its own writes
   search_consistency: Strong
@@ -151,7 +152,7 @@ class LocalStack:
             for service in self.services.values():
                 service.wait_serving(deadline)
             self._wait_gateway_ready(deadline)
-            self.kb_yaml_path.write_text(kb_yaml(self.elasticsearch.url, self.milvus.uri), encoding="utf-8")
+            self.kb_yaml_path.write_text(kb_yaml(), encoding="utf-8")
         except BaseException:
             self.stop()  # never leave half a stack behind
             raise
@@ -159,11 +160,17 @@ class LocalStack:
 
     def _start_services(self) -> None:
         port = engines.free_port
+        tls_dir = self.directory / "tls"
+        init_certs(tls_dir, force=True)  # a development CA: every inner call of the stack is mutual TLS
         self.settings = Settings(
-            data_dir=self.directory / "data", host="127.0.0.1",
+            data_dir=self.directory / "data", host="127.0.0.1", tls_dir=str(tls_dir),
             **{f"{name}_addr": f"127.0.0.1:{port()}" for name in LAYERS},
             gateway_grpc_addr=f"127.0.0.1:{port()}", http_port=port(), broker_url=self.redis.url)
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        # the operator's side: where the engines are; knowledge bases only choose the profile by name
+        (self.settings.data_dir / "profiles.yaml").write_text(
+            f"keyword_store: {{default: {{hosts: ['{self.elasticsearch.url}']}}}}\n"
+            f"vector_store: {{default: {{uri: '{self.milvus.uri}'}}}}\n", encoding="utf-8")
         for name in LAYERS:
             self._spawn(name, f"services.{name}.main", self.settings, getattr(self.settings, f"{name}_addr"))
         self._spawn("gateway", "services.gateway.main", self.settings, self.settings.gateway_grpc_addr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import grpc
 
@@ -26,6 +27,7 @@ from shared.contracts import (
     retriever_pb2,
     retriever_pb2_grpc,
 )
+from shared import tenancy, tls
 from shared.errors import from_rpc_error
 from shared.server import MAX_MESSAGE_BYTES
 
@@ -58,29 +60,69 @@ def channel_target(address: str) -> str:
 
 
 class _ServiceClient:
-    """Channel + stub + call wrapper shared by the typed clients."""
+    """Channel + stub + call wrapper shared by the typed clients.
+
+    Every request with a `context` field gets the current tenant (shared/tenancy.py).
+    With `tls_dir`, the channel is mutual TLS under the caller's `identity` (its
+    service certificate) and is rebuilt when the files are rotated.
+    """
 
     service = ""
     stub_class: type = object
+    TLS_RECHECK_S = 5.0
 
-    def __init__(self, target: str, *, timeout_s: float = 30.0):
+    def __init__(self, target: str, *, timeout_s: float = 30.0, tls_dir: str = "", identity: str = ""):
+        if tls_dir and not identity:
+            raise ValueError(f"{self.service} client: mTLS needs the caller's service identity")
         self.target = target
         self.timeout_s = timeout_s
-        self._channel = grpc.insecure_channel(channel_target(target), options=CHANNEL_OPTIONS)
+        self._tls = tls.ServiceCertificate(Path(tls_dir), identity) if tls_dir else None
+        self._tls_stamp: tuple | None = None
+        self._tls_checked = 0.0
+        self._channel = self._open()
         self._stub = self.stub_class(self._channel)
+
+    def _open(self) -> grpc.Channel:
+        if self._tls is None:
+            return grpc.insecure_channel(channel_target(self.target), options=CHANNEL_OPTIONS)
+        self._tls_stamp = self._tls.stamp()
+        credentials = tls.channel_credentials(self._tls.directory, self._tls.service)
+        # the server's certificate is checked against its service name, whichever address was dialled
+        options = [*CHANNEL_OPTIONS, ("grpc.ssl_target_name_override", self.service)]
+        return grpc.secure_channel(channel_target(self.target), credentials, options=options)
+
+    def _stub_now(self):
+        """The stub, on a fresh channel when the TLS files changed since the last check."""
+        if self._tls is not None and time.monotonic() - self._tls_checked > self.TLS_RECHECK_S:
+            self._tls_checked = time.monotonic()
+            if self._tls.stamp() != self._tls_stamp:
+                old, self._channel = self._channel, self._open()
+                self._stub = self.stub_class(self._channel)
+                old.close()
+        return self._stub
 
     def _call(self, method: str, request, *, timeout_s: float | None = None, idempotent: bool = False):
         """Call with a deadline; retry with backoff on UNAVAILABLE when the call is idempotent."""
+        tenancy.attach(request)
         attempts = RETRY_ATTEMPTS if idempotent else 1
         for attempt in range(1, attempts + 1):
             try:
-                return getattr(self._stub, method)(request, timeout=timeout_s or self.timeout_s)
+                return getattr(self._stub_now(), method)(request, timeout=timeout_s or self.timeout_s)
             except grpc.RpcError as error:
                 if idempotent and error.code() == grpc.StatusCode.UNAVAILABLE and attempt < attempts:
                     time.sleep(RETRY_BACKOFF_S * 2 ** (attempt - 1))
                     continue
                 raise from_rpc_error(error, service=self.service) from None
         raise AssertionError("unreachable")
+
+    def health(self, timeout_s: float = 2.0) -> str:
+        """The service's health status name over this client's channel (mTLS included), or the error code."""
+        try:
+            response = health_pb2_grpc.HealthStub(self._channel).Check(health_pb2.HealthCheckRequest(),
+                                                                        timeout=timeout_s)
+        except grpc.RpcError as error:
+            return f"UNREACHABLE ({error.code().name})"
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
 
     def close(self) -> None:
         self._channel.close()
@@ -130,7 +172,8 @@ class IndexerClient(_ServiceClient):
 
         Iterating raises the project's exceptions, like every other call.
         """
-        return _TranslatedStream(self._stub.IndexDocumentStream(request, timeout=timeout_s or self.timeout_s),
+        tenancy.attach(request)
+        return _TranslatedStream(self._stub_now().IndexDocumentStream(request, timeout=timeout_s or self.timeout_s),
                                  self.service)
 
     def reconcile(self, kb: str, namespace: str = "", *, dry_run: bool = False,
@@ -193,7 +236,9 @@ class GeneratorClient(_ServiceClient):
                         timeout_s: float | None = None):
         """GenerateEvents as the model writes (tokens, then one final); errors become the project's exceptions."""
         request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources)
-        return _TranslatedStream(self._stub.GenerateStream(request, timeout=timeout_s or self.timeout_s), self.service)
+        tenancy.attach(request)
+        return _TranslatedStream(self._stub_now().GenerateStream(request, timeout=timeout_s or self.timeout_s),
+                                 self.service)
 
 
 class GatewayClient(_ServiceClient):
@@ -227,4 +272,5 @@ class GatewayClient(_ServiceClient):
 
     def query_stream(self, request: gateway_pb2.QueryRequest, *, timeout_s: float | None = None):
         """QueryEvents: tokens, then citations, then done (the whole response)."""
-        return _TranslatedStream(self._stub.QueryStream(request, timeout=timeout_s or self.timeout_s), self.service)
+        return _TranslatedStream(self._stub_now().QueryStream(request, timeout=timeout_s or self.timeout_s),
+                                 self.service)

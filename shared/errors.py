@@ -59,6 +59,20 @@ class DeadlineExceeded(RagkbError):
     http_status = 504
 
 
+class Unauthenticated(RagkbError):
+    code = grpc.StatusCode.UNAUTHENTICATED
+    http_status = 401
+
+
+class PermissionDenied(RagkbError):
+    code = grpc.StatusCode.PERMISSION_DENIED
+    http_status = 403
+
+
+class PayloadTooLarge(InvalidArgument):
+    http_status = 413
+
+
 _BY_CODE: dict[grpc.StatusCode, type[RagkbError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
@@ -66,6 +80,8 @@ _BY_CODE: dict[grpc.StatusCode, type[RagkbError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
 }
 
 # Trailing metadata key carrying the error's class name, so a client can restore
@@ -74,7 +90,8 @@ ERROR_KIND_KEY = "ragkb-error-kind"
 _BY_NAME: dict[str, type[RagkbError]] = {
     cls.__name__: cls
     for cls in (RagkbError, InvalidArgument, NotFound, AlreadyExists, FailedPrecondition,
-                UnsupportedFileType, Unavailable, DeadlineExceeded)
+                UnsupportedFileType, Unavailable, DeadlineExceeded, Unauthenticated, PermissionDenied,
+                PayloadTooLarge)
 }
 
 

@@ -9,6 +9,7 @@ graceful stop on SIGTERM/SIGINT.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import signal
 import threading
@@ -86,10 +87,13 @@ class ServiceServer:
     """
 
     def __init__(self, name: str, *, host: str = "127.0.0.1", port: int = 0, max_workers: int = 16,
-                 grace_s: float = 5.0, interceptors: Sequence[grpc.ServerInterceptor] = ()):
+                 grace_s: float = 5.0, interceptors: Sequence[grpc.ServerInterceptor] = (),
+                 tls_dir: str = "", plaintext_off_loopback: bool = True):
         self.name = name
         self._host = host
         self._requested_port = port
+        self._tls_dir = tls_dir
+        self._plaintext_off_loopback = plaintext_off_loopback
         self._grace_s = grace_s
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-rpc"),
@@ -104,6 +108,18 @@ class ServiceServer:
         self._stopped = threading.Event()
         self._warm_ups: list[Callable[[], None]] = []
         self._closers: list[Callable[[], None]] = []
+
+    @classmethod
+    def inner(cls, name: str, settings, *, port: int, **options) -> ServiceServer:
+        """An inner service: every call needs a tenant context; with `settings.tls_dir` it serves mutual TLS
+        to the callers `shared.tls.CALLERS` names, else plaintext on loopback only (unless insecure_inner)."""
+        from shared.tenancy import TenantInterceptor
+        from shared.tls import CALLERS
+
+        allowed = CALLERS[name] if settings.tls_dir else None
+        return cls(name, host=settings.host, port=port, tls_dir=settings.tls_dir,
+                   plaintext_off_loopback=settings.insecure_inner,
+                   interceptors=[TenantInterceptor(name, allowed)], **options)
 
     @property
     def address(self) -> str:
@@ -132,7 +148,16 @@ class ServiceServer:
         names = [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
         reflection.enable_server_reflection(names, self._server)
         self._set_status(health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.port = self._server.add_insecure_port(f"{self._host}:{self._requested_port}")
+        bind = f"{self._host}:{self._requested_port}"
+        if self._tls_dir:
+            from shared.tls import server_credentials
+
+            self.port = self._server.add_secure_port(bind, server_credentials(self._tls_dir, self.name))
+        elif is_loopback(self._host) or self._plaintext_off_loopback:
+            self.port = self._server.add_insecure_port(bind)
+        else:
+            raise RuntimeError(f"{self.name}: refusing plaintext gRPC on {self._host}, which is not a loopback "
+                               "address: set RAGKB_TLS_DIR (see `ragkb certs init`) or bind 127.0.0.1")
         if self.port == 0:
             raise RuntimeError(f"{self.name}: could not bind {self._host}:{self._requested_port}")
         self._server.start()
@@ -160,6 +185,15 @@ class ServiceServer:
         self._health.set("", status)
         for name in self._service_names:
             self._health.set(name, status)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def run_until_signalled(servers: list[ServiceServer], on_stop: Callable[[], None] | None = None) -> None:

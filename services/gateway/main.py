@@ -40,20 +40,20 @@ class GatewayProcess:
 
 
 def connect(settings: Settings) -> Downstream:
-    timeout = settings.rpc_timeout_s
+    options = {"timeout_s": settings.rpc_timeout_s, "tls_dir": settings.tls_dir, "identity": "gateway"}
     return Downstream(
-        parser=ParserClient(settings.parser_addr, timeout_s=timeout),
-        indexer=IndexerClient(settings.indexer_addr, timeout_s=timeout),
-        retriever=RetrieverClient(settings.retriever_addr, timeout_s=timeout),
-        reranker=RerankerClient(settings.reranker_addr, timeout_s=timeout),
-        generator=GeneratorClient(settings.generator_addr, timeout_s=timeout),
+        parser=ParserClient(settings.parser_addr, **options),
+        indexer=IndexerClient(settings.indexer_addr, **options),
+        retriever=RetrieverClient(settings.retriever_addr, **options),
+        reranker=RerankerClient(settings.reranker_addr, **options),
+        generator=GeneratorClient(settings.generator_addr, **options),
     )
 
 
 def job_queue(settings: Settings, downstream: Downstream, jobs: JobStore) -> JobQueue:
     if settings.broker_url:
         return CeleryQueue(settings)
-    run_job = partial(run_ingest_job, jobs=jobs, catalog=KnowledgeBaseCatalog(settings.data_dir),
+    run_job = partial(run_ingest_job, jobs=jobs, catalog=KnowledgeBaseCatalog.for_settings(settings),
                       parser=downstream.parser, indexer=downstream.indexer,
                       step_timeout_s=settings.ingest_step_timeout_s)
     return InProcessQueue(run_job, jobs, workers=settings.ingest_workers, slots=settings.ingest_namespace_slots)
@@ -75,7 +75,7 @@ def build(settings: Settings, *, grpc_port: int | None = None, http_port: int | 
     server.add_closer(jobs.close)
     for client in downstream.all().values():
         server.add_closer(client.close)
-    http = HttpServer(create_app(gateway), host=settings.host,
+    http = HttpServer(create_app(gateway, max_json_bytes=settings.max_json_bytes), host=settings.host,
                       port=settings.http_port if http_port is None else http_port)
     return GatewayProcess(grpc=server, http=http, gateway=gateway)
 

@@ -9,9 +9,8 @@ from shared.server import ServiceServer, run_service
 
 
 def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
-    server = ServiceServer("generator", host=settings.host,
-                           port=settings.port_of(settings.generator_addr) if port is None else port)
-    servicer.add_to(server, KnowledgeBaseCatalog(settings.data_dir))
+    server = ServiceServer.inner("generator", settings, port=settings.port_of(settings.generator_addr) if port is None else port)
+    servicer.add_to(server, KnowledgeBaseCatalog.for_settings(settings))
     return server
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from services.generator import extractive, llm  # noqa: F401  (registers the built-in generators)
 from services.generator.answer import Answerer
 from services.generator.claims import ClaimChecker
-from shared import components, registry
+from shared import components, registry, tenancy
 from shared.config import KBConfig
 from shared.contracts import generator_pb2, generator_pb2_grpc
 from shared.errors import ERROR_KIND_KEY, FailedPrecondition, RagkbError
@@ -19,11 +19,13 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         self._catalog = catalog
 
     def Generate(self, request: generator_pb2.GenerateRequest, context) -> generator_pb2.GenerateResponse:
+        tenancy.check_chunks(s.chunk for s in request.sources)
         return answerer_for(self._catalog.get(request.kb)).answer(request.query, list(request.sources))
 
     def GenerateStream(self, request: generator_pb2.GenerateRequest, context):
         # the shared interceptor translates errors of unary calls only; streams translate their own
         try:
+            tenancy.check_chunks(s.chunk for s in request.sources)
             answerer = answerer_for(self._catalog.get(request.kb))
             yield from answerer.stream(request.query, list(request.sources))
         except RagkbError as error:

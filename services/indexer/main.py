@@ -12,11 +12,10 @@ from shared.server import ServiceServer, run_service
 
 
 def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
-    catalog = KnowledgeBaseCatalog(settings.data_dir)
+    catalog = KnowledgeBaseCatalog.for_settings(settings)
     registry = DocumentRegistry(settings.data_dir / "registry.sqlite")
     indexer = Indexer(settings, catalog, registry)
-    server = ServiceServer("indexer", host=settings.host,
-                           port=settings.port_of(settings.indexer_addr) if port is None else port)
+    server = ServiceServer.inner("indexer", settings, port=settings.port_of(settings.indexer_addr) if port is None else port)
     reconciler = Reconciler(indexer, catalog, registry)
     servicer.add_to(server, indexer, catalog, registry, reconciler)
     schedule = PeriodicReconciler(reconciler, catalog, settings.reconcile_interval_s)

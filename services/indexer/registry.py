@@ -143,9 +143,9 @@ class DocumentRegistry:
             rows = self._db.execute(sql + " ORDER BY namespace, doc_id", params).fetchall()
         return [_entry(r) for r in rows]
 
-    def counts(self, kb: str) -> tuple[int, int]:
-        """(documents, chunks) recorded for a KB."""
-        docs = self.list(kb)
+    def counts(self, kb: str, namespaces: Sequence[str] = ()) -> tuple[int, int]:
+        """(documents, chunks) recorded for a KB, in the given namespaces (none given = all)."""
+        docs = [d for namespace in (namespaces or [""]) for d in self.list(kb, namespace)]
         return len(docs), sum(len(d.chunk_ids) for d in docs)
 
     def model_of(self, kb: str) -> tuple[str, int] | None:

@@ -7,10 +7,10 @@ import grpc
 from services.indexer.indexer import IndexReport, Indexer
 from services.indexer.reconciler import Reconciler
 from services.indexer.registry import DocumentRegistry
-from shared import components
-from shared.config import KBConfig
+from shared import tenancy
 from shared.contracts import chunk_pb2, indexer_pb2, indexer_pb2_grpc
-from shared.errors import ERROR_KIND_KEY, RagkbError
+from shared.embedders import model_slug
+from shared.errors import ERROR_KIND_KEY, InvalidArgument, PermissionDenied, RagkbError
 from shared.kb import KnowledgeBaseCatalog
 
 SERVICE_NAME = "ragkb.v1.IndexerService"
@@ -24,28 +24,41 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
         self._registry = registry
         self._reconciler = reconciler
 
-    def _describe(self, kb: KBConfig) -> indexer_pb2.KnowledgeBase:
-        documents, chunks = self._registry.counts(kb.name)
-        model = self._registry.model_of(kb.name)
+    def _describe(self, name: str) -> indexer_pb2.KnowledgeBase:
+        """A KB as the caller may see it: the config as its tenant wrote it (no operator settings) and
+        document/chunk counts of the caller's namespaces only."""
+        config = self._catalog.tenant_config(name)
+        documents, chunks = self._registry.counts(name, tenancy.check_namespaces(()))
+        model = self._registry.model_of(name)
         return indexer_pb2.KnowledgeBase(
-            name=kb.name, description=kb.description, config_yaml=kb.to_yaml(), document_count=documents,
-            chunk_count=chunks, embedding_model=model[0] if model else components.embedder_for(kb).model_id,
+            name=name, description=config.description, config_yaml=config.to_tenant_yaml(),
+            document_count=documents, chunk_count=chunks,
+            embedding_model=model[0] if model else model_slug(self._catalog.profiles.model_path(config.embedder.model)),
             embedding_dimension=model[1] if model else 0,
         )
 
     def CreateKnowledgeBase(self, request, context):
+        tenancy.check_role("kb_admin")
         kb = self._indexer.create_kb(request.name, description=request.description, config_yaml=request.config_yaml)
-        return self._describe(kb)
+        return self._describe(kb.name)
 
     def GetKnowledgeBase(self, request, context):
-        return self._describe(self._catalog.get(request.name))
+        return self._describe(request.name)
 
     def ListKnowledgeBases(self, request, context):
         return indexer_pb2.ListKnowledgeBasesResponse(
-            knowledge_bases=[self._describe(self._catalog.get(name)) for name in self._catalog.names()]
+            knowledge_bases=[self._describe(name) for name in self._catalog.names()]
         )
 
+    @staticmethod
+    def _writable(namespace: str) -> None:
+        tenancy.check_role("writer")
+        if not namespace:
+            raise InvalidArgument("a write must name its namespace")
+        tenancy.check_namespaces([namespace])
+
     def IndexDocument(self, request: indexer_pb2.IndexDocumentRequest, context):
+        self._writable(request.namespace)
         report = self._indexer.index_document(request.kb, request.namespace, request.doc_id, request.content_hash,
                                               list(request.chunks), request.source_uri)
         return _response(report)
@@ -54,6 +67,11 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
         # Streams bypass the unary interceptor: errors are translated here. When the caller
         # cancels or goes away, grpc drops this generator, which closes `steps` and so
         # rolls the document back.
+        try:
+            self._writable(request.namespace)
+        except RagkbError as error:
+            context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
+            context.abort(error.code, str(error))
         steps = self._indexer.index_steps(request.kb, request.namespace, request.doc_id, request.content_hash,
                                           list(request.chunks), request.source_uri)
         try:
@@ -74,6 +92,10 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
             steps.close()
 
     def Reconcile(self, request: indexer_pb2.ReconcileRequest, context):
+        tenancy.check_role("writer")
+        if not request.namespace and not tenancy.require().all_namespaces:
+            raise PermissionDenied("reconciling every namespace needs an operator key; name a namespace")
+        tenancy.check_namespaces([request.namespace])
         report = self._reconciler.reconcile(request.kb, request.namespace, dry_run=request.dry_run)
         return indexer_pb2.ReconcileReport(
             kb=report.kb, documents_checked=report.documents_checked, chunks_checked=report.chunks_checked,
@@ -82,16 +104,18 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
         )
 
     def DeleteDocument(self, request, context):
+        self._writable(request.namespace)
         deleted = self._indexer.delete_document(request.kb, request.namespace, request.doc_id)
         return indexer_pb2.DeleteDocumentResponse(chunks_deleted=deleted)
 
     def ListDocuments(self, request, context):
         self._catalog.get(request.kb)
+        namespaces = tenancy.check_namespaces([request.namespace]) or [""]  # [""] = every namespace
         return indexer_pb2.ListDocumentsResponse(documents=[
             indexer_pb2.DocumentRecord(doc_id=d.doc_id, namespace=d.namespace, version=d.version,
                                        content_hash=d.content_hash, chunk_count=len(d.chunk_ids),
                                        source_uri=d.source_uri, updated_at=d.updated_at)
-            for d in self._registry.list(request.kb, request.namespace)
+            for namespace in namespaces for d in self._registry.list(request.kb, namespace)
         ])
 
 

@@ -12,8 +12,7 @@ PARSE_WORKERS = 2
 
 
 def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
-    server = ServiceServer("parser", host=settings.host,
-                           port=settings.port_of(settings.parser_addr) if port is None else port)
+    server = ServiceServer.inner("parser", settings, port=settings.port_of(settings.parser_addr) if port is None else port)
     workers = ParseWorkers(PARSE_WORKERS)
     servicer.add_to(server, workers.read)
     server.add_closer(workers.close)

@@ -10,11 +10,11 @@ from shared.server import ServiceServer, run_service
 
 
 def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
-    server = ServiceServer("reranker", host=settings.host,
-                           port=settings.port_of(settings.reranker_addr) if port is None else port)
+    server = ServiceServer.inner("reranker", settings, port=settings.port_of(settings.reranker_addr) if port is None else port)
     # split-part restoration fetches siblings through the retriever, which owns store reads
-    retriever = RetrieverClient(settings.retriever_addr, timeout_s=settings.rpc_timeout_s)
-    servicer.add_to(server, KnowledgeBaseCatalog(settings.data_dir), retriever)
+    retriever = RetrieverClient(settings.retriever_addr, timeout_s=settings.rpc_timeout_s,
+                                tls_dir=settings.tls_dir, identity="reranker")
+    servicer.add_to(server, KnowledgeBaseCatalog.for_settings(settings), retriever)
     server.add_closer(retriever.close)
     return server
 

@@ -7,7 +7,7 @@ from functools import partial
 
 from services.reranker import rerankers  # noqa: F401  (registers the built-in rerankers)
 from services.reranker.assembly import Budget, assemble
-from shared import components, registry
+from shared import components, registry, tenancy
 from shared.clients import RetrieverClient
 from shared.contracts import chunk_pb2, reranker_pb2, reranker_pb2_grpc
 from shared.kb import KnowledgeBaseCatalog
@@ -23,6 +23,7 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
         self._retriever = retriever
 
     def Rerank(self, request: reranker_pb2.RerankRequest, context) -> reranker_pb2.RerankResponse:
+        tenancy.check_chunks(c.chunk for c in request.candidates)
         kb = self._catalog.get(request.kb)
         config = kb.reranker
         reranker = registry.create("reranker", config.name, config, cache_key=(config.model_dump_json(),))

@@ -11,10 +11,9 @@ from shared.server import ServiceServer, run_service
 
 
 def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
-    catalog = KnowledgeBaseCatalog(settings.data_dir)
+    catalog = KnowledgeBaseCatalog.for_settings(settings)
     retriever = Retriever(settings, catalog)
-    server = ServiceServer("retriever", host=settings.host,
-                           port=settings.port_of(settings.retriever_addr) if port is None else port)
+    server = ServiceServer.inner("retriever", settings, port=settings.port_of(settings.retriever_addr) if port is None else port)
     servicer.add_to(server, retriever)
 
     def load_embedders() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from services.retriever.retriever import Retriever
+from shared import tenancy
 from shared.contracts import chunk_pb2, retriever_pb2, retriever_pb2_grpc
 from shared.errors import InvalidArgument
 
@@ -16,7 +17,8 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
     def Retrieve(self, request: retriever_pb2.RetrieveRequest, context) -> retriever_pb2.RetrieveResponse:
         if not request.query.strip():
             raise InvalidArgument("query is empty")
-        result = self._retriever.retrieve(request.kb, request.query, request.filter, top_k=request.top_k,
+        result = self._retriever.retrieve(request.kb, request.query, tenancy.scope_filter(request.filter),
+                                          top_k=request.top_k,
                                           candidate_depth=request.candidate_depth)
         return retriever_pb2.RetrieveResponse(
             candidates=result.candidates, bm25=result.bm25, dense=result.dense, degraded=result.degraded,
@@ -25,8 +27,12 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         )
 
     def ChunksByGroup(self, request: retriever_pb2.ChunksByGroupRequest, context) -> retriever_pb2.ChunksByGroupResponse:
-        chunks = self._retriever.chunks_by_group(request.kb, list(request.namespaces), list(request.group_ids))
-        return retriever_pb2.ChunksByGroupResponse(chunks=chunks)
+        namespaces = tenancy.check_namespaces(request.namespaces)
+        if not namespaces:
+            raise InvalidArgument("ChunksByGroup needs at least one namespace")
+        tenant = tenancy.require()
+        chunks = self._retriever.chunks_by_group(request.kb, namespaces, list(request.group_ids))
+        return retriever_pb2.ChunksByGroupResponse(chunks=[c for c in chunks if tenancy.readable(c, tenant)])
 
 
 def add_to(server, retriever: Retriever) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 
+from shared import tenancy
 from shared.clients import IndexerClient, ParserClient
 from shared.contracts import gateway_pb2, indexer_pb2, parser_pb2
 from shared.errors import DeadlineExceeded, RagkbError
@@ -29,8 +30,16 @@ def run_ingest_job(job_id: str, *, jobs: JobStore, catalog: KnowledgeBaseCatalog
 
     `step_timeout_s` is the deadline of each step (parse, index); None = the clients' default.
     A job cancelled meanwhile stops at its next step; a document half-way written is rolled back.
+    The parser and indexer calls act for the job's namespace only.
     """
     job = jobs.get(job_id)
+    with tenancy.acting_for(tenancy.operator_tenant("worker", namespaces=[job.namespace])):
+        return _run(job_id, job, jobs=jobs, catalog=catalog, parser=parser, indexer=indexer,
+                    step_timeout_s=step_timeout_s)
+
+
+def _run(job_id: str, job: gateway_pb2.IngestJob, *, jobs: JobStore, catalog: KnowledgeBaseCatalog,
+         parser: ParserClient, indexer: IndexerClient, step_timeout_s: float | None) -> gateway_pb2.IngestJob:
     if job.state in FINAL_STATES or not jobs.start(job_id):
         return jobs.get(job_id)
     upload, metadata_json = jobs.upload_of(job_id)

@@ -56,9 +56,11 @@ def worker_context(settings, app: Celery) -> TaskContext:
     from shared.kb import KnowledgeBaseCatalog
 
     jobs = JobStore(settings.data_dir)
-    run_job = partial(run_ingest_job, jobs=jobs, catalog=KnowledgeBaseCatalog(settings.data_dir),
-                      parser=ParserClient(settings.parser_addr, timeout_s=settings.ingest_step_timeout_s),
-                      indexer=IndexerClient(settings.indexer_addr, timeout_s=settings.ingest_step_timeout_s),
+    run_job = partial(run_ingest_job, jobs=jobs, catalog=KnowledgeBaseCatalog.for_settings(settings),
+                      parser=ParserClient(settings.parser_addr, timeout_s=settings.ingest_step_timeout_s,
+                                          tls_dir=settings.tls_dir, identity="worker"),
+                      indexer=IndexerClient(settings.indexer_addr, timeout_s=settings.ingest_step_timeout_s,
+                                            tls_dir=settings.tls_dir, identity="worker"),
                       step_timeout_s=settings.ingest_step_timeout_s)
     return TaskContext(jobs=jobs, run_job=run_job,
                        gate=RedisGate(settings.broker_url, slots=settings.ingest_namespace_slots),

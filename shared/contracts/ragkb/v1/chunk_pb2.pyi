@@ -161,3 +161,25 @@ class StageReport(_message.Message):
     ms: float
     metadata: _containers.ScalarMap[str, str]
     def __init__(self, name: _Optional[str] = ..., ms: _Optional[float] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class TenantContext(_message.Message):
+    __slots__ = ("principal", "namespaces", "all_namespaces", "acl_enforced", "acl_groups", "role")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    ALL_NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    ACL_ENFORCED_FIELD_NUMBER: _ClassVar[int]
+    ACL_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    all_namespaces: bool
+    acl_enforced: bool
+    acl_groups: _containers.RepeatedScalarFieldContainer[str]
+    role: str
+    def __init__(self, principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., all_namespaces: bool = ..., acl_enforced: bool = ..., acl_groups: _Optional[_Iterable[str]] = ..., role: _Optional[str] = ...) -> None: ...
+
+class CallContext(_message.Message):
+    __slots__ = ("tenant",)
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: TenantContext
+    def __init__(self, tenant: _Optional[_Union[TenantContext, _Mapping]] = ...) -> None: ...

@@ -34,14 +34,16 @@ class ClaimCheck(_message.Message):
     def __init__(self, sentence: _Optional[str] = ..., numbers: _Optional[_Iterable[int]] = ..., support: _Optional[float] = ..., lexical: _Optional[float] = ..., semantic: _Optional[float] = ..., verdict: _Optional[str] = ..., method: _Optional[str] = ...) -> None: ...
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("kb", "query", "sources")
+    __slots__ = ("kb", "query", "sources", "context")
     KB_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     kb: str
     query: str
     sources: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
-    def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ...) -> None: ...
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class Citation(_message.Message):
     __slots__ = ("number", "chunk_id", "doc_id", "heading_path", "source_uri", "quote")

@@ -25,47 +25,47 @@ _sym_db = _symbol_database.Default()
 from shared.contracts.ragkb.v1 import chunk_pb2 as ragkb_dot_v1_dot_chunk__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16ragkb/v1/indexer.proto\x12\x08ragkb.v1\x1a\x14ragkb/v1/chunk.proto\"\xaa\x01\n\rKnowledgeBase\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x13\n\x0b\x63onfig_yaml\x18\x03 \x01(\t\x12\x16\n\x0e\x64ocument_count\x18\x04 \x01(\x03\x12\x13\n\x0b\x63hunk_count\x18\x05 \x01(\x03\x12\x17\n\x0f\x65mbedding_model\x18\x06 \x01(\t\x12\x1b\n\x13\x65mbedding_dimension\x18\x07 \x01(\x05\"T\n\x1a\x43reateKnowledgeBaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x13\n\x0b\x63onfig_yaml\x18\x03 \x01(\t\"\'\n\x17GetKnowledgeBaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x1b\n\x19ListKnowledgeBasesRequest\"N\n\x1aListKnowledgeBasesResponse\x12\x30\n\x0fknowledge_bases\x18\x01 \x03(\x0b\x32\x17.ragkb.v1.KnowledgeBase\"\x99\x01\n\x14IndexDocumentRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12(\n\x06\x63hunks\x18\x05 \x03(\x0b\x32\x18.ragkb.v1.KnowledgeChunk\x12\x12\n\nsource_uri\x18\x06 \x01(\t\"\xac\x01\n\x15IndexDocumentResponse\x12\'\n\x07outcome\x18\x01 \x01(\x0e\x32\x16.ragkb.v1.IndexOutcome\x12\x13\n\x0b\x64oc_version\x18\x02 \x01(\x03\x12\x16\n\x0e\x63hunks_written\x18\x03 \x01(\x05\x12\x16\n\x0e\x63hunks_deleted\x18\x04 \x01(\x05\x12%\n\x06stages\x18\x05 \x03(\x0b\x32\x15.ragkb.v1.StageReport\"F\n\x15\x44\x65leteDocumentRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\"5\n\x14ListDocumentsRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\"\x97\x01\n\x0e\x44ocumentRecord\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12\x13\n\x0b\x63hunk_count\x18\x05 \x01(\x05\x12\x12\n\nsource_uri\x18\x06 \x01(\t\x12\x12\n\nupdated_at\x18\x07 \x01(\t\"D\n\x15ListDocumentsResponse\x12+\n\tdocuments\x18\x01 \x03(\x0b\x32\x18.ragkb.v1.DocumentRecord\"k\n\rIndexProgress\x12\x13\n\x0b\x63hunks_done\x18\x01 \x01(\x05\x12\x14\n\x0c\x63hunks_total\x18\x02 \x01(\x05\x12/\n\x06result\x18\x03 \x01(\x0b\x32\x1f.ragkb.v1.IndexDocumentResponse\"B\n\x10ReconcileRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"\xa5\x01\n\x0e\x44ocumentRepair\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\x18\n\x10restored_keyword\x18\x03 \x01(\x05\x12\x17\n\x0frestored_vector\x18\x04 \x01(\x05\x12\x16\n\x0estrays_deleted\x18\x05 \x01(\x05\x12\x15\n\runrecoverable\x18\x06 \x01(\x05\x12\x0e\n\x06\x61\x63tion\x18\x07 \x01(\t\"\x8c\x01\n\x0fReconcileReport\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x19\n\x11\x64ocuments_checked\x18\x02 \x01(\x05\x12\x16\n\x0e\x63hunks_checked\x18\x03 \x01(\x05\x12)\n\x07repairs\x18\x04 \x03(\x0b\x32\x18.ragkb.v1.DocumentRepair\x12\x0f\n\x07skipped\x18\x05 \x03(\t*\x80\x01\n\x0cIndexOutcome\x12\x1d\n\x19INDEX_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15INDEX_OUTCOME_CREATED\x10\x01\x12\x19\n\x15INDEX_OUTCOME_UPDATED\x10\x02\x12\x1b\n\x17INDEX_OUTCOME_UNCHANGED\x10\x03\x32\xa6\x05\n\x0eIndexerService\x12T\n\x13\x43reateKnowledgeBase\x12$.ragkb.v1.CreateKnowledgeBaseRequest\x1a\x17.ragkb.v1.KnowledgeBase\x12N\n\x10GetKnowledgeBase\x12!.ragkb.v1.GetKnowledgeBaseRequest\x1a\x17.ragkb.v1.KnowledgeBase\x12_\n\x12ListKnowledgeBases\x12#.ragkb.v1.ListKnowledgeBasesRequest\x1a$.ragkb.v1.ListKnowledgeBasesResponse\x12P\n\rIndexDocument\x12\x1e.ragkb.v1.IndexDocumentRequest\x1a\x1f.ragkb.v1.IndexDocumentResponse\x12P\n\x13IndexDocumentStream\x12\x1e.ragkb.v1.IndexDocumentRequest\x1a\x17.ragkb.v1.IndexProgress0\x01\x12\x42\n\tReconcile\x12\x1a.ragkb.v1.ReconcileRequest\x1a\x19.ragkb.v1.ReconcileReport\x12S\n\x0e\x44\x65leteDocument\x12\x1f.ragkb.v1.DeleteDocumentRequest\x1a .ragkb.v1.DeleteDocumentResponse\x12P\n\rListDocuments\x12\x1e.ragkb.v1.ListDocumentsRequest\x1a\x1f.ragkb.v1.ListDocumentsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16ragkb/v1/indexer.proto\x12\x08ragkb.v1\x1a\x14ragkb/v1/chunk.proto\"\xaa\x01\n\rKnowledgeBase\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x13\n\x0b\x63onfig_yaml\x18\x03 \x01(\t\x12\x16\n\x0e\x64ocument_count\x18\x04 \x01(\x03\x12\x13\n\x0b\x63hunk_count\x18\x05 \x01(\x03\x12\x17\n\x0f\x65mbedding_model\x18\x06 \x01(\t\x12\x1b\n\x13\x65mbedding_dimension\x18\x07 \x01(\x05\"|\n\x1a\x43reateKnowledgeBaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x13\n\x0b\x63onfig_yaml\x18\x03 \x01(\t\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"O\n\x17GetKnowledgeBaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"C\n\x19ListKnowledgeBasesRequest\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"N\n\x1aListKnowledgeBasesResponse\x12\x30\n\x0fknowledge_bases\x18\x01 \x03(\x0b\x32\x17.ragkb.v1.KnowledgeBase\"\xc1\x01\n\x14IndexDocumentRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12(\n\x06\x63hunks\x18\x05 \x03(\x0b\x32\x18.ragkb.v1.KnowledgeChunk\x12\x12\n\nsource_uri\x18\x06 \x01(\t\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"\xac\x01\n\x15IndexDocumentResponse\x12\'\n\x07outcome\x18\x01 \x01(\x0e\x32\x16.ragkb.v1.IndexOutcome\x12\x13\n\x0b\x64oc_version\x18\x02 \x01(\x03\x12\x16\n\x0e\x63hunks_written\x18\x03 \x01(\x05\x12\x16\n\x0e\x63hunks_deleted\x18\x04 \x01(\x05\x12%\n\x06stages\x18\x05 \x03(\x0b\x32\x15.ragkb.v1.StageReport\"n\n\x15\x44\x65leteDocumentRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\"]\n\x14ListDocumentsRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"\x97\x01\n\x0e\x44ocumentRecord\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12\x13\n\x0b\x63hunk_count\x18\x05 \x01(\x05\x12\x12\n\nsource_uri\x18\x06 \x01(\t\x12\x12\n\nupdated_at\x18\x07 \x01(\t\"D\n\x15ListDocumentsResponse\x12+\n\tdocuments\x18\x01 \x03(\x0b\x32\x18.ragkb.v1.DocumentRecord\"k\n\rIndexProgress\x12\x13\n\x0b\x63hunks_done\x18\x01 \x01(\x05\x12\x14\n\x0c\x63hunks_total\x18\x02 \x01(\x05\x12/\n\x06result\x18\x03 \x01(\x0b\x32\x1f.ragkb.v1.IndexDocumentResponse\"j\n\x10ReconcileRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"\xa5\x01\n\x0e\x44ocumentRepair\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\x18\n\x10restored_keyword\x18\x03 \x01(\x05\x12\x17\n\x0frestored_vector\x18\x04 \x01(\x05\x12\x16\n\x0estrays_deleted\x18\x05 \x01(\x05\x12\x15\n\runrecoverable\x18\x06 \x01(\x05\x12\x0e\n\x06\x61\x63tion\x18\x07 \x01(\t\"\x8c\x01\n\x0fReconcileReport\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x19\n\x11\x64ocuments_checked\x18\x02 \x01(\x05\x12\x16\n\x0e\x63hunks_checked\x18\x03 \x01(\x05\x12)\n\x07repairs\x18\x04 \x03(\x0b\x32\x18.ragkb.v1.DocumentRepair\x12\x0f\n\x07skipped\x18\x05 \x03(\t*\x80\x01\n\x0cIndexOutcome\x12\x1d\n\x19INDEX_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15INDEX_OUTCOME_CREATED\x10\x01\x12\x19\n\x15INDEX_OUTCOME_UPDATED\x10\x02\x12\x1b\n\x17INDEX_OUTCOME_UNCHANGED\x10\x03\x32\xa6\x05\n\x0eIndexerService\x12T\n\x13\x43reateKnowledgeBase\x12$.ragkb.v1.CreateKnowledgeBaseRequest\x1a\x17.ragkb.v1.KnowledgeBase\x12N\n\x10GetKnowledgeBase\x12!.ragkb.v1.GetKnowledgeBaseRequest\x1a\x17.ragkb.v1.KnowledgeBase\x12_\n\x12ListKnowledgeBases\x12#.ragkb.v1.ListKnowledgeBasesRequest\x1a$.ragkb.v1.ListKnowledgeBasesResponse\x12P\n\rIndexDocument\x12\x1e.ragkb.v1.IndexDocumentRequest\x1a\x1f.ragkb.v1.IndexDocumentResponse\x12P\n\x13IndexDocumentStream\x12\x1e.ragkb.v1.IndexDocumentRequest\x1a\x17.ragkb.v1.IndexProgress0\x01\x12\x42\n\tReconcile\x12\x1a.ragkb.v1.ReconcileRequest\x1a\x19.ragkb.v1.ReconcileReport\x12S\n\x0e\x44\x65leteDocument\x12\x1f.ragkb.v1.DeleteDocumentRequest\x1a .ragkb.v1.DeleteDocumentResponse\x12P\n\rListDocuments\x12\x1e.ragkb.v1.ListDocumentsRequest\x1a\x1f.ragkb.v1.ListDocumentsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragkb.v1.indexer_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_INDEXOUTCOME']._serialized_start=1688
-  _globals['_INDEXOUTCOME']._serialized_end=1816
+  _globals['_INDEXOUTCOME']._serialized_start=1968
+  _globals['_INDEXOUTCOME']._serialized_end=2096
   _globals['_KNOWLEDGEBASE']._serialized_start=59
   _globals['_KNOWLEDGEBASE']._serialized_end=229
   _globals['_CREATEKNOWLEDGEBASEREQUEST']._serialized_start=231
-  _globals['_CREATEKNOWLEDGEBASEREQUEST']._serialized_end=315
-  _globals['_GETKNOWLEDGEBASEREQUEST']._serialized_start=317
-  _globals['_GETKNOWLEDGEBASEREQUEST']._serialized_end=356
-  _globals['_LISTKNOWLEDGEBASESREQUEST']._serialized_start=358
-  _globals['_LISTKNOWLEDGEBASESREQUEST']._serialized_end=385
-  _globals['_LISTKNOWLEDGEBASESRESPONSE']._serialized_start=387
-  _globals['_LISTKNOWLEDGEBASESRESPONSE']._serialized_end=465
-  _globals['_INDEXDOCUMENTREQUEST']._serialized_start=468
-  _globals['_INDEXDOCUMENTREQUEST']._serialized_end=621
-  _globals['_INDEXDOCUMENTRESPONSE']._serialized_start=624
-  _globals['_INDEXDOCUMENTRESPONSE']._serialized_end=796
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=798
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=868
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=870
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=918
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=920
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=973
-  _globals['_DOCUMENTRECORD']._serialized_start=976
-  _globals['_DOCUMENTRECORD']._serialized_end=1127
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1129
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1197
-  _globals['_INDEXPROGRESS']._serialized_start=1199
-  _globals['_INDEXPROGRESS']._serialized_end=1306
-  _globals['_RECONCILEREQUEST']._serialized_start=1308
-  _globals['_RECONCILEREQUEST']._serialized_end=1374
-  _globals['_DOCUMENTREPAIR']._serialized_start=1377
-  _globals['_DOCUMENTREPAIR']._serialized_end=1542
-  _globals['_RECONCILEREPORT']._serialized_start=1545
-  _globals['_RECONCILEREPORT']._serialized_end=1685
-  _globals['_INDEXERSERVICE']._serialized_start=1819
-  _globals['_INDEXERSERVICE']._serialized_end=2497
+  _globals['_CREATEKNOWLEDGEBASEREQUEST']._serialized_end=355
+  _globals['_GETKNOWLEDGEBASEREQUEST']._serialized_start=357
+  _globals['_GETKNOWLEDGEBASEREQUEST']._serialized_end=436
+  _globals['_LISTKNOWLEDGEBASESREQUEST']._serialized_start=438
+  _globals['_LISTKNOWLEDGEBASESREQUEST']._serialized_end=505
+  _globals['_LISTKNOWLEDGEBASESRESPONSE']._serialized_start=507
+  _globals['_LISTKNOWLEDGEBASESRESPONSE']._serialized_end=585
+  _globals['_INDEXDOCUMENTREQUEST']._serialized_start=588
+  _globals['_INDEXDOCUMENTREQUEST']._serialized_end=781
+  _globals['_INDEXDOCUMENTRESPONSE']._serialized_start=784
+  _globals['_INDEXDOCUMENTRESPONSE']._serialized_end=956
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=958
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1068
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1070
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1118
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=1120
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1213
+  _globals['_DOCUMENTRECORD']._serialized_start=1216
+  _globals['_DOCUMENTRECORD']._serialized_end=1367
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1369
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1437
+  _globals['_INDEXPROGRESS']._serialized_start=1439
+  _globals['_INDEXPROGRESS']._serialized_end=1546
+  _globals['_RECONCILEREQUEST']._serialized_start=1548
+  _globals['_RECONCILEREQUEST']._serialized_end=1654
+  _globals['_DOCUMENTREPAIR']._serialized_start=1657
+  _globals['_DOCUMENTREPAIR']._serialized_end=1822
+  _globals['_RECONCILEREPORT']._serialized_start=1825
+  _globals['_RECONCILEREPORT']._serialized_end=1965
+  _globals['_INDEXERSERVICE']._serialized_start=2099
+  _globals['_INDEXERSERVICE']._serialized_end=2777
 # @@protoc_insertion_point(module_scope)

@@ -38,24 +38,30 @@ class KnowledgeBase(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., config_yaml: _Optional[str] = ..., document_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., embedding_model: _Optional[str] = ..., embedding_dimension: _Optional[int] = ...) -> None: ...
 
 class CreateKnowledgeBaseRequest(_message.Message):
-    __slots__ = ("name", "description", "config_yaml")
+    __slots__ = ("name", "description", "config_yaml", "context")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     CONFIG_YAML_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     config_yaml: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., config_yaml: _Optional[str] = ...) -> None: ...
+    context: _chunk_pb2.CallContext
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., config_yaml: _Optional[str] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class GetKnowledgeBaseRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "context")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    context: _chunk_pb2.CallContext
+    def __init__(self, name: _Optional[str] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class ListKnowledgeBasesRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("context",)
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    context: _chunk_pb2.CallContext
+    def __init__(self, context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class ListKnowledgeBasesResponse(_message.Message):
     __slots__ = ("knowledge_bases",)
@@ -64,20 +70,22 @@ class ListKnowledgeBasesResponse(_message.Message):
     def __init__(self, knowledge_bases: _Optional[_Iterable[_Union[KnowledgeBase, _Mapping]]] = ...) -> None: ...
 
 class IndexDocumentRequest(_message.Message):
-    __slots__ = ("kb", "namespace", "doc_id", "content_hash", "chunks", "source_uri")
+    __slots__ = ("kb", "namespace", "doc_id", "content_hash", "chunks", "source_uri", "context")
     KB_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     DOC_ID_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
     SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     kb: str
     namespace: str
     doc_id: str
     content_hash: str
     chunks: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.KnowledgeChunk]
     source_uri: str
-    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., doc_id: _Optional[str] = ..., content_hash: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_chunk_pb2.KnowledgeChunk, _Mapping]]] = ..., source_uri: _Optional[str] = ...) -> None: ...
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., doc_id: _Optional[str] = ..., content_hash: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_chunk_pb2.KnowledgeChunk, _Mapping]]] = ..., source_uri: _Optional[str] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class IndexDocumentResponse(_message.Message):
     __slots__ = ("outcome", "doc_version", "chunks_written", "chunks_deleted", "stages")
@@ -94,14 +102,16 @@ class IndexDocumentResponse(_message.Message):
     def __init__(self, outcome: _Optional[_Union[IndexOutcome, str]] = ..., doc_version: _Optional[int] = ..., chunks_written: _Optional[int] = ..., chunks_deleted: _Optional[int] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ...) -> None: ...
 
 class DeleteDocumentRequest(_message.Message):
-    __slots__ = ("kb", "namespace", "doc_id")
+    __slots__ = ("kb", "namespace", "doc_id", "context")
     KB_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     DOC_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     kb: str
     namespace: str
     doc_id: str
-    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., doc_id: _Optional[str] = ...) -> None: ...
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., doc_id: _Optional[str] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class DeleteDocumentResponse(_message.Message):
     __slots__ = ("chunks_deleted",)
@@ -110,12 +120,14 @@ class DeleteDocumentResponse(_message.Message):
     def __init__(self, chunks_deleted: _Optional[int] = ...) -> None: ...
 
 class ListDocumentsRequest(_message.Message):
-    __slots__ = ("kb", "namespace")
+    __slots__ = ("kb", "namespace", "context")
     KB_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     kb: str
     namespace: str
-    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class DocumentRecord(_message.Message):
     __slots__ = ("doc_id", "namespace", "version", "content_hash", "chunk_count", "source_uri", "updated_at")
@@ -152,14 +164,16 @@ class IndexProgress(_message.Message):
     def __init__(self, chunks_done: _Optional[int] = ..., chunks_total: _Optional[int] = ..., result: _Optional[_Union[IndexDocumentResponse, _Mapping]] = ...) -> None: ...
 
 class ReconcileRequest(_message.Message):
-    __slots__ = ("kb", "namespace", "dry_run")
+    __slots__ = ("kb", "namespace", "dry_run", "context")
     KB_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     kb: str
     namespace: str
     dry_run: bool
-    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., dry_run: bool = ...) -> None: ...
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., dry_run: bool = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class DocumentRepair(_message.Message):
     __slots__ = ("namespace", "doc_id", "restored_keyword", "restored_vector", "strays_deleted", "unrecoverable", "action")

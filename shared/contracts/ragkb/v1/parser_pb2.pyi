@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ParseRequest(_message.Message):
-    __slots__ = ("kb", "namespace", "doc_id", "filename", "content", "chunker", "metadata", "tokenizer_model", "options")
+    __slots__ = ("kb", "namespace", "doc_id", "filename", "content", "chunker", "metadata", "tokenizer_model", "options", "context")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,7 @@ class ParseRequest(_message.Message):
     METADATA_FIELD_NUMBER: _ClassVar[int]
     TOKENIZER_MODEL_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     kb: str
     namespace: str
     doc_id: str
@@ -34,7 +35,8 @@ class ParseRequest(_message.Message):
     metadata: _containers.ScalarMap[str, str]
     tokenizer_model: str
     options: ParseOptions
-    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., doc_id: _Optional[str] = ..., filename: _Optional[str] = ..., content: _Optional[bytes] = ..., chunker: _Optional[_Union[ChunkerOptions, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., tokenizer_model: _Optional[str] = ..., options: _Optional[_Union[ParseOptions, _Mapping]] = ...) -> None: ...
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., doc_id: _Optional[str] = ..., filename: _Optional[str] = ..., content: _Optional[bytes] = ..., chunker: _Optional[_Union[ChunkerOptions, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., tokenizer_model: _Optional[str] = ..., options: _Optional[_Union[ParseOptions, _Mapping]] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class ParseOptions(_message.Message):
     __slots__ = ("ocr", "ocr_languages", "max_file_mb", "max_pages", "timeout_s", "allow_copy_protected")
@@ -103,8 +105,10 @@ class ParsedAttachment(_message.Message):
     def __init__(self, doc_id: _Optional[str] = ..., filename: _Optional[str] = ..., content_hash: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_chunk_pb2.KnowledgeChunk, _Mapping]]] = ..., detected_type: _Optional[str] = ...) -> None: ...
 
 class SupportedTypesRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("context",)
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    context: _chunk_pb2.CallContext
+    def __init__(self, context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class SupportedTypesResponse(_message.Message):
     __slots__ = ("extensions",)

@@ -8,14 +8,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ChunksByGroupRequest(_message.Message):
-    __slots__ = ("kb", "namespaces", "group_ids")
+    __slots__ = ("kb", "namespaces", "group_ids", "context")
     KB_FIELD_NUMBER: _ClassVar[int]
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
     GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     kb: str
     namespaces: _containers.RepeatedScalarFieldContainer[str]
     group_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, kb: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., group_ids: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class ChunksByGroupResponse(_message.Message):
     __slots__ = ("chunks",)
@@ -24,18 +26,20 @@ class ChunksByGroupResponse(_message.Message):
     def __init__(self, chunks: _Optional[_Iterable[_Union[_chunk_pb2.KnowledgeChunk, _Mapping]]] = ...) -> None: ...
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("kb", "query", "filter", "top_k", "candidate_depth")
+    __slots__ = ("kb", "query", "filter", "top_k", "candidate_depth", "context")
     KB_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     kb: str
     query: str
     filter: _chunk_pb2.SearchFilter
     top_k: int
     candidate_depth: int
-    def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., filter: _Optional[_Union[_chunk_pb2.SearchFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., candidate_depth: _Optional[int] = ...) -> None: ...
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., filter: _Optional[_Union[_chunk_pb2.SearchFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., candidate_depth: _Optional[int] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
     __slots__ = ("candidates", "bm25", "dense", "degraded", "weights", "query_language", "stages")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from services.gateway.auth import KeyStore, key_store_for
+from services.gateway.auth import ROLES, KeyStore, key_store_for
 from shared.config import Settings
 from shared.errors import RagkbError
 
@@ -17,7 +17,7 @@ def add_commands(commands) -> None:
     actions = keys.add_subparsers(dest="keys_command", required=True)
     create = actions.add_parser("create", help="create a key and print it (shown only once)")
     create.add_argument("name")
-    create.add_argument("--role", required=True, choices=["reader", "writer", "admin"])
+    create.add_argument("--role", required=True, choices=list(ROLES))
     create.add_argument("--namespace", action="append", required=True, help="repeatable; '*' = all namespaces")
     create.add_argument("--group", action="append", default=[], help="document ACL group; repeatable; '*' = all")
     create.set_defaults(func=_reported(cmd_create))

@@ -1,9 +1,12 @@
 """Tenants and API keys: a key maps to a role (reader < writer < admin), namespaces and ACL groups.
 
 Keys live in a YAML file as SHA-256 hashes (the raw key is shown once, when it
-is created). No keys file, or one with no keys, means auth is off: every caller
-is an anonymous admin on any namespace and document ACLs are not applied, which
-keeps the embedded quickstart open. The file is re-read when it changes.
+is created). No keys file, or one with no keys, is open mode: a caller on the
+loopback interface is an anonymous admin on any namespace and document ACLs
+are not applied, which keeps the embedded quickstart open; a caller from any
+other address is refused unless the operator set `RAGKB_OPEN_ACCESS=true`. The
+first key is created on the server (`ragkb keys create`), never over the API.
+The file is re-read when it changes.
 
 The caller of the current request is kept in a context variable, set by the
 REST dependency and the gRPC interceptor, so the gateway's operations scope
@@ -21,27 +24,19 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import yaml
 
-from services.gateway.watched_file import file_stamp
+from shared.files import file_stamp
+from shared.server import is_loopback
+from shared import tenancy
 from shared.config import DEFAULT_NAMESPACE
-from shared.errors import AlreadyExists, InvalidArgument, NotFound, RagkbError
+from shared.contracts import chunk_pb2
+from shared.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied, RagkbError, Unauthenticated
 
-ROLES = ("reader", "writer", "admin")
+ROLES = tenancy.ROLES  # reader < writer < kb_admin (creates knowledge bases) < admin
 ANY = "*"
 KEY_PREFIX = "rk_"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-class Unauthenticated(RagkbError):
-    code = grpc.StatusCode.UNAUTHENTICATED
-    http_status = 401
-
-
-class PermissionDenied(RagkbError):
-    code = grpc.StatusCode.PERMISSION_DENIED
-    http_status = 403
 
 
 @dataclass(frozen=True)
@@ -77,6 +72,21 @@ class Principal:
     def can_see(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
 
+    def can_read(self, namespace: str, acl: str) -> bool:
+        """Whether a chunk of `namespace` whose ACL metadata is `acl` is readable by this caller."""
+        from shared.stores.acl import parse_groups
+
+        if not self.can_see(namespace):
+            return False
+        allowed = parse_groups(acl or "")
+        return self.groups is None or not allowed or bool(set(allowed) & set(self.groups))
+
+    def tenant(self) -> chunk_pb2.TenantContext:
+        """The tenant context inner calls made for this caller carry."""
+        return chunk_pb2.TenantContext(
+            principal=self.name, namespaces=self.namespaces or (), all_namespaces=self.namespaces is None,
+            acl_enforced=self.groups is not None, acl_groups=self.groups or (), role=self.role)
+
     def _check(self, namespaces: list[str]) -> None:
         outside = [ns for ns in namespaces if ns not in self.namespaces]
         if outside:
@@ -91,12 +101,14 @@ def current() -> Principal:
     return _current.get()
 
 
-def use(principal: Principal) -> contextvars.Token:
-    return _current.set(principal)
+def use(principal: Principal) -> tuple[contextvars.Token, contextvars.Token]:
+    """Make `principal` the caller of this request, and its tenant the context of every inner call."""
+    return _current.set(principal), tenancy._current.set(principal.tenant())
 
 
-def reset(token: contextvars.Token) -> None:
-    _current.reset(token)
+def reset(tokens: tuple[contextvars.Token, contextvars.Token]) -> None:
+    _current.reset(tokens[0])
+    tenancy._current.reset(tokens[1])
 
 
 def hash_key(raw: str) -> str:
@@ -106,8 +118,9 @@ def hash_key(raw: str) -> str:
 class KeyStore:
     """API keys backed by a YAML file (hashes only); re-read when the file changes."""
 
-    def __init__(self, path: Path | None):
+    def __init__(self, path: Path | None, *, open_access: bool = False):
         self.path = Path(path) if path else None
+        self.open_access = open_access
         self._lock = threading.Lock()
         self._stamp: tuple | None = None
         self._by_hash: dict[str, dict] = {}
@@ -118,11 +131,14 @@ class KeyStore:
         self._refresh()
         return bool(self._by_hash)
 
-    def authenticate(self, raw_key: str | None) -> Principal:
-        """The principal for a presented key (OPEN while auth is off)."""
+    def authenticate(self, raw_key: str | None, *, loopback_peer: bool = False) -> Principal:
+        """The principal for a presented key; OPEN while no key exists, for loopback callers only."""
         self._refresh()
         if not self._by_hash:
-            return OPEN
+            if loopback_peer or self.open_access:
+                return OPEN
+            raise Unauthenticated("this instance has no API keys yet and answers loopback clients only; "
+                                  "create the first key on the server with `ragkb keys create`")
         if not raw_key:
             raise Unauthenticated("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
         entry = self._by_hash.get(hash_key(raw_key.strip()))
@@ -220,13 +236,28 @@ def validate_entry(raw) -> dict:
 
 def key_store_for(settings) -> KeyStore:
     """The keys file named by settings, or <data_dir>/keys.yaml."""
-    return KeyStore(Path(settings.keys_file) if settings.keys_file else Path(settings.data_dir) / "keys.yaml")
+    return KeyStore(Path(settings.keys_file) if settings.keys_file else Path(settings.data_dir) / "keys.yaml",
+                    open_access=settings.open_access)
+
+
+def is_loopback_peer(address: str | None) -> bool:
+    """Whether a peer address (REST client host, or a gRPC peer such as 'ipv4:127.0.0.1:5123') is loopback."""
+    if not address:
+        return False
+    host = address
+    if address.startswith(("ipv4:", "ipv6:")):
+        host = address.split(":", 1)[1].rsplit(":", 1)[0]
+    elif address.startswith("unix:"):
+        return True
+    return is_loopback(host.strip("[]").replace("%25", "%").split("%")[0])
 
 
 def required_role(method: str, path: str) -> str:
     """The least role a REST call needs: admin paths admin, reads (GET, queries, replays) reader, other writes writer."""
     if path.startswith("/v1/admin"):
         return "admin"
+    if method == "POST" and path.rstrip("/") == "/v1/knowledge-bases":
+        return "kb_admin"
     if method in ("GET", "HEAD", "OPTIONS"):
         return "reader"
     leaf = path.rstrip("/").rsplit("/", 1)[-1].lower()
@@ -236,6 +267,8 @@ def required_role(method: str, path: str) -> str:
 def grpc_role(full_method: str) -> str:
     """The least role a gRPC method needs, from its name (Get*/List*/Query* read, the rest write)."""
     name = full_method.rsplit("/", 1)[-1]
+    if name == "CreateKnowledgeBase":
+        return "kb_admin"
     return "reader" if name.startswith(("Get", "List", "Query", "Stream", "Chat")) else "writer"
 
 

@@ -25,8 +25,8 @@ class AuthInterceptor(grpc.ServerInterceptor):
         role = auth.grpc_role(method)
         keys = self._keys
 
-        def resolve():
-            principal = keys.authenticate(_token(metadata))
+        def resolve(context):
+            principal = keys.authenticate(_token(metadata), loopback_peer=auth.is_loopback_peer(context.peer()))
             principal.require(role)
             return principal
 
@@ -34,7 +34,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
             inner = handler.unary_unary
 
             def unary(request, context):
-                token = auth.use(resolve())
+                token = auth.use(resolve(context))
                 try:
                     return inner(request, context)
                 finally:
@@ -47,7 +47,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
 
             def stream(request, context):
                 try:
-                    principal = resolve()
+                    principal = resolve(context)
                 except RagkbError as error:  # streams are not wrapped by the server's error translation
                     context.abort(error.code, str(error))
                 token = auth.use(principal)

@@ -195,6 +195,7 @@ def _store(request: Request) -> ConversationStore:
 def create_conversation(body: ConversationBody, request: Request):
     """Register a question; stream its answer from `stream_url`."""
     validate_query(body.query)  # a bad question fails here, not half-way through a stream
+    auth.current().read_namespaces(body.namespaces)  # and so does a namespace the key may not read
     query = gateway_pb2.QueryRequest(kb=body.kb, query=body.query, namespaces=body.namespaces, top_k=body.top_k)
     conversation_id = _store(request).create(query, auth.current())
     return {"conversation_id": conversation_id, "stream_url": f"/v1/conversations/{conversation_id}/stream"}

@@ -7,23 +7,26 @@ name -> {ms, metadata}.
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
-import grpc
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from google.protobuf import json_format
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import BaseModel, Field
 
 from services.gateway import auth_rest, conversations, debug, steps_rest, trace_rest
 from services.gateway.gateway import Gateway
-from shared.clients import channel_target
+from services.gateway.hygiene import RequestHygiene
 from shared.contracts import gateway_pb2
 from shared.errors import RagkbError
 from shared.jobs import outcome_name
 from shared.stores.acl import ACL_KEY, parse_groups
+
+
+log = logging.getLogger("ragkb.gateway")
 
 
 def to_json(message) -> dict:
@@ -73,11 +76,13 @@ class ReconcileBody(BaseModel):
     dry_run: bool = False
 
 
-def create_app(gateway: Gateway) -> FastAPI:
+def create_app(gateway: Gateway, *, max_json_bytes: int = 1024 * 1024) -> FastAPI:
     app = FastAPI(title="ragkb gateway", version="1.0",
-                  description="Knowledge bases, ingestion jobs and cited answers.",
+                  description="Knowledge bases, ingestion jobs and cited answers. Every error is "
+                              '{"error": {"type", "message", "stage"}}.',
                   dependencies=[Depends(auth_rest.authenticate)])  # API keys -> role, namespaces, ACL groups
     app.state.gateway = gateway
+    app.add_middleware(RequestHygiene, max_json_bytes=max_json_bytes)
     for router in (trace_rest.router, steps_rest.router, auth_rest.router, debug.router):
         app.include_router(router)
     app.include_router(conversations.router)  # streamed answers (SSE)
@@ -88,6 +93,18 @@ def create_app(gateway: Gateway) -> FastAPI:
                             content={"error": {"type": type(error).__name__, "message": error.message,
                                                "stage": error.stage}})
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, error: StarletteHTTPException):
+        kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(error.status_code, "HTTPError")
+        return JSONResponse(status_code=error.status_code, headers=getattr(error, "headers", None),
+                            content={"error": {"type": kind, "message": str(error.detail), "stage": None}})
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, error: Exception):
+        log.exception("%s %s failed", request.method, request.url.path)
+        return JSONResponse(status_code=500, content={"error": {
+            "type": "Internal", "message": "internal error; the server log has the details", "stage": None}})
+
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, error: RequestValidationError):
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
@@ -97,7 +114,7 @@ def create_app(gateway: Gateway) -> FastAPI:
     @app.get("/healthz")
     def healthz():
         """SERVING state of every downstream service; 503 unless all are serving."""
-        services = {name: _health(client.target) for name, client in gateway.downstream.all().items()}
+        services = {name: client.health() for name, client in gateway.downstream.all().items()}
         ready = all(state == "SERVING" for state in services.values())
         return JSONResponse(status_code=200 if ready else 503, content={"ready": ready, "services": services})
 
@@ -164,11 +181,3 @@ def create_app(gateway: Gateway) -> FastAPI:
 
     return app
 
-
-def _health(target: str) -> str:
-    try:
-        with grpc.insecure_channel(channel_target(target)) as channel:
-            response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
-        return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
-    except grpc.RpcError as error:
-        return f"UNREACHABLE ({error.code().name})"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import time
+import contextvars
 from concurrent import futures
 
 from services.gateway.stages import Preprocessed, QueryContext, elapsed_ms
@@ -103,7 +104,7 @@ class StepPreprocessor:
             context.note(name, "skipped", reason)
             return None
         started = time.perf_counter()
-        future = self._pool.submit(work)
+        future = self._pool.submit(contextvars.copy_context().run, work)  # inner calls keep the caller's tenant
         try:
             value = future.result(timeout=config.timeout_s)
         except (futures.TimeoutError, DeadlineExceeded):  # the step's own calls share its deadline

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
 from google.protobuf import json_format
 
 from shared.contracts import chunk_pb2
+from shared.stores.acl import ACL_KEY
 from shared.errors import InvalidArgument, NotFound
 
 SNIPPET_CHARS = 300
@@ -31,6 +33,7 @@ def candidate_entry(rank: int, candidate: chunk_pb2.Candidate) -> dict:
         "dense_rank": candidate.dense_rank, "dense_score": round(candidate.dense_score, 6),
         "rerank_score": round(candidate.rerank_score, 6),
         "heading_path": list(chunk.heading_path), "source": chunk.source.uri,
+        "acl": chunk.metadata.get(ACL_KEY, ""),
         "text": (chunk.raw_content or chunk.content)[:SNIPPET_CHARS],
     }
 
@@ -47,9 +50,36 @@ def dropped_list(dropped, known: dict[str, chunk_pb2.Candidate]) -> list[dict]:
         candidate = known.get(item.chunk_id)
         if candidate is not None:
             entry.update({"doc_id": candidate.chunk.doc_id, "namespace": candidate.chunk.namespace,
+                          "acl": candidate.chunk.metadata.get(ACL_KEY, ""),
                           "text": (candidate.chunk.raw_content or candidate.chunk.content)[:SNIPPET_CHARS]})
         entries.append(entry)
     return entries
+
+
+def visible_to(trace: dict, can_read: Callable[[str, str], bool]) -> dict:
+    """The trace as a reader sees it: entries of chunks it may not read (`can_read(namespace, acl)`) are
+    withheld, and so is everything written from them (answer, citations, HyDE drafts, step details).
+
+    Traces are stored whole and filtered here, at read time, so a reader of the same namespace without
+    the document's ACL group learns nothing of it from someone else's trace.
+    """
+    withheld = 0
+
+    def keep(entry: dict) -> dict:
+        nonlocal withheld
+        if "namespace" in entry and "acl" in entry and can_read(entry["namespace"], entry["acl"]):
+            return entry
+        withheld += 1
+        return {"rank": entry.get("rank"), "withheld": True}
+
+    lists = {name: [keep(e) for e in entries] for name, entries in trace["lists"].items() if name != "variants"}
+    lists["variants"] = {query: [keep(e) for e in entries]
+                         for query, entries in trace["lists"].get("variants", {}).items()}
+    visible = {**trace, "lists": lists, "withheld": withheld}
+    if withheld:
+        visible.update(answer=None, citations=[], extra_queries=[], answer_withheld=True,
+                       step_notes=[{**note, "detail": "withheld"} for note in trace.get("step_notes", [])])
+    return visible
 
 
 def stage_entries(stages) -> list[dict]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from services.gateway import auth
+from services.gateway.trace import visible_to
 from shared.contracts import gateway_pb2
 from shared.errors import FailedPrecondition, NotFound
 
@@ -19,7 +20,7 @@ def _trace_for_caller(request: Request, trace_id: str) -> dict:
     principal = auth.current()
     if not all(principal.can_see(ns) for ns in trace["request"]["namespaces"]):
         raise NotFound(f"no trace {trace_id!r}")  # the same answer as a missing trace
-    return trace
+    return visible_to(trace, principal.can_read)
 
 
 @router.get("/v1/traces/{trace_id}")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from ragkb.client import RagkbApiError, RagkbClient
+from services.gateway.auth import key_store_for
 from shared.contracts import chunk_pb2
 from shared.stores.milvus import MilvusVectorStore
 from shared.stores.sqlite_fts import SqliteFtsKeywordStore
@@ -37,7 +38,7 @@ def document(namespace: str, index: int, acl: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def tenants(client):
+def tenants(stack, client):
     """A corpus in team-a, team-b and shared with every ACL combination; then keys, which turn auth on."""
     client.create_kb(KB)
     jobs = []
@@ -47,7 +48,8 @@ def tenants(client):
             jobs.append(client.upload(KB, name, document(namespace, index, acl).encode(), namespace=namespace,
                                       acl=acl)["job_id"])
     assert {j["state"] for j in client.wait(jobs, timeout_s=300)} == {"done"}
-    admin = client.create_key("root", role="admin", namespaces=["*"], groups=["*"])["key"]
+    # the first admin key is made on the server (as `ragkb keys create` does), never over the API
+    admin = key_store_for(stack.settings).create("root", role="admin", namespaces=["*"], groups=["*"])
     admin_client = RagkbClient(client.base_url, api_key=admin)
     keys = {name: admin_client.create_key(name, role="reader", namespaces=ns, groups=groups)["key"]
             for name, (ns, groups) in KEYS.items()}
@@ -122,8 +124,17 @@ def test_randomized_queries_never_cross_namespaces_or_acls(tenants):
 
 
 def test_traces_are_visible_only_to_their_tenant(tenants):
-    trace_id = tenants["a-hr"].query(KB, "payload")["trace_id"]
-    assert tenants["a-plain"].trace(trace_id)["trace_id"] == trace_id
+    asked = tenants["a-hr"].query(KB, "payload")
+    trace_id = asked["trace_id"]
+    assert any("hr" in c["chunk"]["metadata"].get("acl", "").split(",") for c in asked["chunks"])  # hr-only chunks used
+    own = tenants["a-hr"].trace(trace_id)
+    assert own["withheld"] == 0 and own["answer"] == asked["answer"]
+    # the same namespace without the hr group: the trace exists, but nothing it may not read is in it
+    seen = tenants["a-plain"].trace(trace_id)
+    assert seen["trace_id"] == trace_id and seen["withheld"] > 0
+    entries = [e for entries in seen["lists"].values() if isinstance(entries, list) for e in entries]
+    assert all(e.get("withheld") or e["acl"] == "" for e in entries)
+    assert seen["answer"] is None and seen["citations"] == [] and seen["answer_withheld"]
     with pytest.raises(RagkbApiError) as foreign:
         tenants["b-writer"].trace(trace_id)
     assert foreign.value.status == 404

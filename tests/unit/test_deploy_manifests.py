@@ -19,7 +19,9 @@ import pytest
 import yaml
 
 from shared.config import KBConfig, Settings
+from shared.profiles import OperatorProfiles
 from shared.server import ServiceServer
+from shared.tls import CALLERS
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -53,8 +55,9 @@ def compose() -> dict:
 
 
 def ragkb_compose_services() -> dict[str, dict]:
+    """The long-running services of the ragkb image (not the one-shot certs job)."""
     return {name: spec for name, spec in compose()["services"].items()
-            if str(spec.get("image", "")).startswith("ragkb")}
+            if str(spec.get("image", "")).startswith("ragkb") and spec.get("restart") != "no"}
 
 
 def k8s_base() -> list[dict]:
@@ -134,7 +137,23 @@ def test_healthchecks_probe_each_service_port():
         test = spec["healthcheck"]["test"]
         assert test[1:3] == ["python", "scripts/grpc_health_check.py"], name
         assert test[test.index("--addr") + 1] == f"127.0.0.1:{default_port(name)}", name
+        if name.removesuffix("-gpu") in CALLERS:  # mTLS servers: the check presents the service's certificate
+            assert test[test.index("--identity") + 1] == name.removesuffix("-gpu"), name
     assert (ROOT / "scripts" / "grpc_health_check.py").is_file()
+
+
+@pytest.mark.unit
+def test_compose_services_wait_for_their_certificates_and_mount_them_read_only():
+    services = compose()["services"]
+    certs = services["certs"]
+    assert certs["command"][2:] == ["ragkb", "certs", "init", "/tls", "--if-missing"] and certs["restart"] == "no"
+    assert "ragkb-tls:/tls" in certs["volumes"]
+    for name, spec in ragkb_compose_services().items():
+        assert spec["depends_on"]["certs"] == {"condition": "service_completed_successfully"}, name
+        assert "ragkb-tls:/tls:ro" in spec["volumes"], name
+        assert spec["environment"]["RAGKB_TLS_DIR"] == "/tls", name
+    profiles = OperatorProfiles.from_yaml((ROOT / "deploy" / "compose" / "profiles.yaml").read_text())
+    assert profiles.vector_store["default"].uri == "http://milvus:19530"
 
 
 @pytest.mark.unit
@@ -155,11 +174,35 @@ def test_every_k8s_service_is_complete_and_locked_down():
         assert {"requests", "limits"} <= set(container["resources"]), name
         assert {"name": "grpc", "containerPort": port} in container["ports"], name
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert container[probe]["grpc"] == {"port": port}, f"{name} {probe}"
+            if name in CALLERS:  # mTLS: kubelet's gRPC probe cannot present a certificate
+                command = container[probe]["exec"]["command"]
+                assert command[1] == "scripts/grpc_health_check.py", f"{name} {probe}"
+                assert command[3:] == [f"127.0.0.1:{port}", "--identity", name], f"{name} {probe}"
+            else:
+                assert container[probe]["grpc"] == {"port": port}, f"{name} {probe}"
+        tls_volume = next(v for v in pod["volumes"] if v["name"] == "tls")
+        assert tls_volume["secret"]["secretName"] == f"ragkb-tls-{name}", name  # its own certificate only
+        assert {"name": "tls", "mountPath": "/tls", "readOnly": True} in container["volumeMounts"], name
         service_ports = {p["name"]: p["port"] for p in services[name]["spec"]["ports"]}
         assert service_ports["grpc"] == port, name
     assert {p["name"] for p in services["gateway"]["spec"]["ports"]} == {"grpc", "http"}
     assert of_kind(docs, "PersistentVolumeClaim")["ragkb-data"]["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+@pytest.mark.unit
+def test_network_policies_admit_only_the_callers_of_each_inner_service():
+    docs = k8s_base()
+    policies = of_kind(docs, "NetworkPolicy")
+    deny = policies["ragkb-default-deny"]["spec"]
+    assert deny["podSelector"] == {"matchLabels": {"app.kubernetes.io/part-of": "ragkb"}} and "ingress" not in deny
+    for name, callers in CALLERS.items():
+        (rule,) = policies[name]["spec"]["ingress"]
+        admitted = {peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"] for peer in rule["from"]}
+        assert admitted == set(callers), name
+        assert rule["ports"] == [{"port": default_port(name)}], name
+    (public,) = policies["gateway"]["spec"]["ingress"]
+    assert "from" not in public and {p["port"] for p in public["ports"]} == {8780, 50050}
+    assert "worker" not in policies  # default deny: nothing calls the worker
 
 
 @pytest.mark.unit
@@ -193,18 +236,24 @@ def test_gpu_reranker_overlay_puts_the_reranker_on_a_gpu_with_mounted_bge_weight
         if name != "reranker":
             assert "nvidia.com/gpu" not in str(deployment), name
     (kb_map,) = [doc for name, doc in of_kind(docs, "ConfigMap").items() if name.startswith("ragkb-kb-gpu-reranker")]
-    config = KBConfig.from_yaml(kb_map["data"]["kb.yaml"], name="docs")
+    (profiles_map,) = [doc for name, doc in of_kind(docs, "ConfigMap").items() if name.startswith("ragkb-profiles")]
+    profiles = OperatorProfiles.from_yaml(profiles_map["data"]["profiles.yaml"])
+    config = KBConfig.from_tenant_yaml(kb_map["data"]["kb.yaml"], name="docs", profiles=profiles).resolve(profiles)
     assert config.reranker.name == "bge" and config.reranker.device == "cuda"
     assert config.reranker.model.startswith(mount["mountPath"] + "/")
     assert config.vector_store.uri.startswith("http://")  # a Milvus server: indexer and retriever are separate pods
 
 
 @pytest.mark.unit
-def test_compose_example_kb_uses_the_compose_milvus_server():
+def test_compose_example_kb_uses_the_compose_milvus_server_and_elasticsearch():
     path = ROOT / "deploy" / "kb-examples" / "compose-kb.yaml"
-    config = KBConfig.from_yaml(path.read_text(encoding="utf-8"), name="docs")
+    profiles = OperatorProfiles.from_yaml((ROOT / "deploy" / "compose" / "profiles.yaml").read_text())
+    config = KBConfig.from_tenant_yaml(path.read_text(encoding="utf-8"), name="docs", profiles=profiles)
+    config = config.resolve(profiles)
     host, port = config.vector_store.uri.removeprefix("http://").rsplit(":", 1)
     assert host in compose()["services"] and port == "19530"
+    assert config.keyword_store.name == "elasticsearch"
+    assert config.keyword_store.hosts == ("http://elasticsearch:9200",) and "elasticsearch" in compose()["services"]
 
 
 def load_health_check_script():

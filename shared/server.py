@@ -79,6 +79,41 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         )
 
 
+SCOPED_PREFIX = "/ragkb."  # the project's own services; health and reflection stay open for probes
+
+
+def run_admitted(handler: grpc.RpcMethodHandler, admit: Callable[[Any, grpc.ServicerContext], Any]):
+    """`handler` with each call run inside the context manager `admit(request, context)` returns.
+
+    `admit` checks the caller and raises the project's errors to refuse it; unary refusals are
+    translated by `ServiceInterceptor`, stream refusals here (server streams bypass it).
+    """
+    if handler.unary_unary is not None:
+        inner = handler.unary_unary
+
+        def unary(request, context):
+            with admit(request, context):
+                return inner(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=handler.request_deserializer,
+                                                   response_serializer=handler.response_serializer)
+    if handler.unary_stream is not None:
+        inner_stream = handler.unary_stream
+
+        def stream(request, context):
+            try:
+                scope = admit(request, context)
+            except RagkbError as error:
+                context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
+                context.abort(error.code, str(error))
+            with scope:
+                yield from inner_stream(request, context)
+
+        return grpc.unary_stream_rpc_method_handler(stream, request_deserializer=handler.request_deserializer,
+                                                    response_serializer=handler.response_serializer)
+    return handler
+
+
 class ServiceServer:
     """A gRPC server for one service, with health, reflection and graceful stop.
 

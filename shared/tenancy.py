@@ -18,7 +18,8 @@ from collections.abc import Iterable, Iterator
 import grpc
 
 from shared.contracts import chunk_pb2
-from shared.errors import ERROR_KIND_KEY, PermissionDenied, RagkbError, Unauthenticated
+from shared.errors import PermissionDenied, Unauthenticated
+from shared.server import SCOPED_PREFIX, run_admitted
 
 CONTEXT_FIELD = "context"
 ROLES = ("reader", "writer", "kb_admin", "admin")
@@ -138,40 +139,15 @@ class TenantInterceptor(grpc.ServerInterceptor):
     None = any peer (plaintext loopback, where there is no certificate to read).
     """
 
-    SCOPED_PREFIX = "/ragkb."  # health and reflection stay open for probes
-
     def __init__(self, service: str, allowed_peers: Iterable[str] | None = None):
         self._service = service
         self._allowed = None if allowed_peers is None else frozenset(allowed_peers)
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
-        if handler is None or not handler_call_details.method.startswith(self.SCOPED_PREFIX):
+        if handler is None or not handler_call_details.method.startswith(SCOPED_PREFIX):
             return handler
-        if handler.unary_unary is not None:
-            inner = handler.unary_unary
-
-            def unary(request, context):
-                with acting_for(self._admit(request, context)):
-                    return inner(request, context)
-
-            return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=handler.request_deserializer,
-                                                       response_serializer=handler.response_serializer)
-        if handler.unary_stream is not None:
-            inner_stream = handler.unary_stream
-
-            def stream(request, context):
-                try:
-                    tenant = self._admit(request, context)
-                except RagkbError as error:  # streams are not wrapped by the server's error translation
-                    context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
-                    context.abort(error.code, str(error))
-                with acting_for(tenant):
-                    yield from inner_stream(request, context)
-
-            return grpc.unary_stream_rpc_method_handler(stream, request_deserializer=handler.request_deserializer,
-                                                        response_serializer=handler.response_serializer)
-        return handler
+        return run_admitted(handler, lambda request, context: acting_for(self._admit(request, context)))
 
     def _admit(self, request, context) -> chunk_pb2.TenantContext:
         if self._allowed is not None:

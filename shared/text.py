@@ -92,3 +92,17 @@ def detect_language(text: str) -> str:
 def split_sentences(text: str) -> list[str]:
     """Split into sentences at Chinese 。！？； and Latin .!? boundaries."""
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+ALLOWED_CONTROLS = frozenset("\t\n\r")
+
+
+def text_problem(value: str) -> str | None:
+    """Why a string is not acceptable text, or None."""
+    for position, char in enumerate(value):
+        code = ord(char)
+        if 0xD800 <= code <= 0xDFFF:
+            return f"a lone surrogate (U+{code:04X}) at position {position}"
+        if (code < 0x20 and char not in ALLOWED_CONTROLS) or code == 0x7F:
+            return f"a control character (U+{code:04X}) at position {position}"
+    return None

@@ -15,6 +15,7 @@ namespaces and ACL groups without every handler passing it along.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import os
@@ -109,6 +110,16 @@ def use(principal: Principal) -> tuple[contextvars.Token, contextvars.Token]:
 def reset(tokens: tuple[contextvars.Token, contextvars.Token]) -> None:
     _current.reset(tokens[0])
     tenancy._current.reset(tokens[1])
+
+
+@contextlib.contextmanager
+def acting_as(principal: Principal):
+    """`use` for the duration of a block."""
+    tokens = use(principal)
+    try:
+        yield principal
+    finally:
+        reset(tokens)
 
 
 def hash_key(raw: str) -> str:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import grpc
 
 from services.gateway import auth
-from shared.errors import RagkbError
-
-SCOPED_PREFIX = "/ragkb."  # health and reflection stay open for probes
+from shared.server import SCOPED_PREFIX, run_admitted
 
 
 class AuthInterceptor(grpc.ServerInterceptor):
@@ -23,42 +21,13 @@ class AuthInterceptor(grpc.ServerInterceptor):
             return handler
         metadata = dict(handler_call_details.invocation_metadata or ())
         role = auth.grpc_role(method)
-        keys = self._keys
 
-        def resolve(context):
-            principal = keys.authenticate(_token(metadata), loopback_peer=auth.is_loopback_peer(context.peer()))
+        def admit(request, context):
+            principal = self._keys.authenticate(_token(metadata), loopback_peer=auth.is_loopback_peer(context.peer()))
             principal.require(role)
-            return principal
+            return auth.acting_as(principal)
 
-        if handler.unary_unary is not None:
-            inner = handler.unary_unary
-
-            def unary(request, context):
-                token = auth.use(resolve(context))
-                try:
-                    return inner(request, context)
-                finally:
-                    auth.reset(token)
-
-            return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=handler.request_deserializer,
-                                                       response_serializer=handler.response_serializer)
-        if handler.unary_stream is not None:
-            inner_stream = handler.unary_stream
-
-            def stream(request, context):
-                try:
-                    principal = resolve(context)
-                except RagkbError as error:  # streams are not wrapped by the server's error translation
-                    context.abort(error.code, str(error))
-                token = auth.use(principal)
-                try:
-                    yield from inner_stream(request, context)
-                finally:
-                    auth.reset(token)
-
-            return grpc.unary_stream_rpc_method_handler(stream, request_deserializer=handler.request_deserializer,
-                                                        response_serializer=handler.response_serializer)
-        return handler
+        return run_admitted(handler, admit)
 
 
 def _token(metadata: dict) -> str | None:

@@ -87,13 +87,11 @@ def stream_query(runtime: QueryRuntime, generator: GeneratorClient, request: gat
                        metrics=runtime.metrics)
 
     def work() -> None:
-        token = auth.use(principal)
-        try:
-            events.put(("done", run.run(request, principal=principal)))
-        except BaseException as error:  # handed to the consuming thread, which raises it
-            events.put(("error", error))
-        finally:
-            auth.reset(token)
+        with auth.acting_as(principal):
+            try:
+                events.put(("done", run.run(request, principal=principal)))
+            except BaseException as error:  # handed to the consuming thread, which raises it
+                events.put(("error", error))
 
     threading.Thread(target=work, name="ragkb-stream", daemon=True).start()
     while True:

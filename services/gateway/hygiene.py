@@ -14,19 +14,7 @@ from urllib.parse import parse_qsl, unquote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-ALLOWED_CONTROLS = frozenset("\t\n\r")
-
-
-def text_problem(value: str) -> str | None:
-    """Why a string is not acceptable text, or None."""
-    for position, char in enumerate(value):
-        code = ord(char)
-        if 0xD800 <= code <= 0xDFFF:
-            return f"a lone surrogate (U+{code:04X}) at position {position}"
-        if (code < 0x20 and char not in ALLOWED_CONTROLS) or code == 0x7F:
-            return f"a control character (U+{code:04X}) at position {position}"
-    return None
-
+from shared.text import text_problem
 
 def json_problem(value, where: str = "body") -> str | None:
     """The first unacceptable string anywhere in a decoded JSON value (keys included)."""

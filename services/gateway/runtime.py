@@ -32,7 +32,7 @@ from shared.clients import GeneratorClient, RerankerClient, RetrieverClient
 from shared.config import Settings
 from shared.contracts import chunk_pb2, gateway_pb2
 from shared.errors import InvalidArgument, RagkbError
-from shared.text import detect_language, normalize
+from shared.text import detect_language, normalize, text_problem
 
 log = logging.getLogger("ragkb.gateway.runtime")
 
@@ -273,6 +273,9 @@ def runtime_from_settings(settings: Settings, *, retriever: RetrieverClient, rer
 def validate_query(query: str) -> str:
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidArgument(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    problem = text_problem(query)  # gRPC callers reach here without the REST hygiene layer
+    if problem:
+        raise InvalidArgument(f"query contains {problem}")
     effective = normalize(query)
     if not effective:
         raise InvalidArgument("query is empty")

@@ -174,3 +174,17 @@ def test_logs_hold_ids_not_document_text(secure_stack, caplog):
     answer = writer.query(KB, "What is the vault combination?")
     assert "93-17-44" in answer["answer"]  # the text was read and answered from
     assert caplog.records and "93-17-44" not in caplog.text
+
+
+def test_grpc_queries_with_control_characters_are_invalid_argument(secure_stack):
+    import grpc
+
+    from shared.contracts import gateway_pb2, gateway_pb2_grpc
+
+    key = secure_stack["keys"]["a-writer"]
+    with grpc.insecure_channel(secure_stack["stack"].settings.gateway_grpc_addr) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            gateway_pb2_grpc.GatewayServiceStub(channel).Query(
+                gateway_pb2.QueryRequest(kb=KB, query="launch\x00code"), metadata=[("authorization", f"Bearer {key}")],
+                timeout=60)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "control character" in refused.value.details()

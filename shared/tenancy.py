@@ -86,9 +86,14 @@ def check_namespaces(namespaces: Iterable[str]) -> list[str]:
     return list(tenant.namespaces)
 
 
-def check_role(role: str) -> None:
+def has_role(role: str) -> bool:
     tenant = require()
-    if ROLES.index(tenant.role if tenant.role in ROLES else "reader") < ROLES.index(role):
+    return ROLES.index(tenant.role if tenant.role in ROLES else "reader") >= ROLES.index(role)
+
+
+def check_role(role: str) -> None:
+    if not has_role(role):
+        tenant = require()
         raise PermissionDenied(f"{tenant.principal or 'caller'} has role {tenant.role or 'reader'}; "
                                f"this needs {role}")
 

@@ -25,13 +25,14 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
         self._reconciler = reconciler
 
     def _describe(self, name: str) -> indexer_pb2.KnowledgeBase:
-        """A KB as the caller may see it: the config as its tenant wrote it (no operator settings) and
-        document/chunk counts of the caller's namespaces only."""
+        """A KB as the caller may see it: document/chunk counts of its namespaces only, and the config
+        (as its tenant wrote it, no operator settings) for those who may change configs (kb_admin)."""
         config = self._catalog.tenant_config(name)
         documents, chunks = self._registry.counts(name, tenancy.check_namespaces(()))
         model = self._registry.model_of(name)
         return indexer_pb2.KnowledgeBase(
-            name=name, description=config.description, config_yaml=config.to_tenant_yaml(),
+            name=name, description=config.description,
+            config_yaml=config.to_tenant_yaml() if tenancy.has_role("kb_admin") else "",
             document_count=documents, chunk_count=chunks,
             embedding_model=model[0] if model else model_slug(self._catalog.profiles.model_path(config.embedder.model)),
             embedding_dimension=model[1] if model else 0,

@@ -86,8 +86,9 @@ def test_listing_shows_counts_of_the_callers_namespaces_only(secure_stack):
 
     team_a, team_b = documents("a-writer"), documents("b-writer")
     assert team_a >= 1 and team_b >= 1 and documents("root") == team_a + team_b
-    own = next(kb for kb in clients["a-writer"].list_kbs() if kb["name"] == KB)
-    assert "hosts" not in own["config_yaml"] and "uri" not in own["config_yaml"]
+    assert next(kb for kb in clients["a-writer"].list_kbs() if kb["name"] == KB)["config_yaml"] == ""
+    shown = next(kb for kb in clients["a-kbadmin"].list_kbs() if kb["name"] == KB)["config_yaml"]
+    assert "profile: default" in shown and "hosts" not in shown and "uri" not in shown
 
 
 # ------------------------------------------------------------------ bootstrap without an open door

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from shared.contracts import (
     chunk_pb2,

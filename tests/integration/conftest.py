@@ -9,6 +9,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from ragkb.client import RagkbClient, iter_files
 from ragkb.embedded import EmbeddedStack
+from shared import tls
 from shared.config import Settings
 from tests.conftest import SAMPLES
 
@@ -89,9 +90,14 @@ def assert_answer_cites_its_chunk(result: dict, question: str, answer: str, doc_
     assert result["degraded"] == []
 
 
-def assert_serving_and_listed(address: str, service: str | None) -> None:
-    """The server at `address` is SERVING (overall and for `service`) and lists `service` by reflection."""
-    with grpc.insecure_channel(address) as channel:
+def assert_serving_and_listed(address: str, service: str | None, *, tls_dir: str = "", identity: str = "") -> None:
+    """The server at `address` is SERVING (overall and for `service`) and lists `service` by reflection.
+
+    With `tls_dir`: over mutual TLS with `identity`'s certificate (health and reflection are open to any
+    certificate of the CA, the API is not)."""
+    channel = grpc.insecure_channel(address) if not tls_dir else grpc.secure_channel(
+        address, tls.channel_credentials(tls_dir, identity), options=[("grpc.ssl_target_name_override", identity)])
+    with channel:
         health = health_pb2_grpc.HealthStub(channel)
         for target in ("", service) if service else ("",):
             status = health.Check(health_pb2.HealthCheckRequest(service=target), timeout=5).status

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import sys
 
+import grpc
 import httpx
 import psutil
 import pytest
 
 from ragkb import cli
 from ragkb.client import RagkbApiError, RagkbClient
+from shared import tls
 from shared.clients import GatewayClient
 from shared.contracts import gateway_pb2
 from shared.errors import InvalidArgument, NotFound
+from shared.profiles import OperatorProfiles
 from tests.conftest import ROOT
 from tests.integration.conftest import (QUESTIONS, assert_answer_cites_its_chunk,
                                        assert_changed_document_replaces_its_chunks, assert_reingest_adds_nothing,
@@ -71,13 +74,19 @@ def test_every_service_is_its_own_process_and_serving(stack):
     pids = {name: service.pid for name, service in stack.services.items()}
     assert len(set(pids.values())) == len(pids) and all(psutil.pid_exists(pid) for pid in pids.values())
     for name, service in SERVICES.items():
-        assert_serving_and_listed(stack.services[name].address, service)
+        inner = name in tls.CALLERS  # every inner service of the stack serves mutual TLS only
+        assert_serving_and_listed(stack.services[name].address, service,
+                                  tls_dir=stack.settings.tls_dir if inner else "", identity=name if inner else "")
+        if inner:
+            with pytest.raises(grpc.RpcError):
+                assert_serving_and_listed(stack.services[name].address, service)
     health = httpx.get(f"{stack.http_url}/healthz", timeout=10).json()
     assert health["ready"] and set(health["services"].values()) == {"SERVING"}
 
 
 def test_kb_config_names_the_stack_engines(stack, kb_config):
-    config = local_stack.KBConfig.from_yaml(kb_config, name="check")
+    profiles = OperatorProfiles.read(stack.settings.data_dir / "profiles.yaml")
+    config = local_stack.KBConfig.from_tenant_yaml(kb_config, name="check", profiles=profiles).resolve(profiles)
     assert config.keyword_store.name == "elasticsearch" and config.keyword_store.hosts == (stack.elasticsearch.url,)
     assert config.vector_store.name == "milvus" and config.vector_store.uri == stack.milvus.uri
 

@@ -16,9 +16,8 @@ EXAMPLES_PER_OPERATION = 12
 def api_schema(stack, client):
     client.create_kb("fuzz")
     client.wait([client.upload("fuzz", "a.md", "# A\n\nThe dock charges in 45 minutes. 充电需要45分钟。".encode())["job_id"]])
-    # creating the first key would turn auth on and every later call would be a (correct) 401
-    return schemathesis.openapi.from_url(f"{stack.http_url}/openapi.json").exclude(path="/v1/admin/keys",
-                                                                                  method="POST")
+    # POST /v1/admin/keys is fuzzed too: with no key yet, the API mints none (403), so auth stays as it is
+    return schemathesis.openapi.from_url(f"{stack.http_url}/openapi.json")
 
 
 def test_no_input_makes_the_gateway_fail(api_schema):

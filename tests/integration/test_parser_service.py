@@ -15,7 +15,8 @@ from services.parser.isolation import ParseWorkers
 from services.parser.main import build
 from shared.clients import ParserClient
 from shared.config import Settings
-from shared.contracts import parser_pb2, parser_pb2_grpc
+from shared import tenancy
+from shared.contracts import chunk_pb2, parser_pb2, parser_pb2_grpc
 from shared.errors import DeadlineExceeded, InvalidArgument
 from tests.conftest import shared_data
 
@@ -47,9 +48,20 @@ def parser_client(parser_server):
     client.close()
 
 
+# the tenant context every inner call carries: here the worker's, parsing a job of namespace ns
+WORKER = tenancy.operator_tenant("worker", namespaces=["ns"])
+
+
+@pytest.fixture(autouse=True)
+def _as_the_worker():
+    with tenancy.acting_for(WORKER):
+        yield
+
+
 def _request(name: str, data: bytes, **options) -> parser_pb2.ParseRequest:
     return parser_pb2.ParseRequest(kb="kb", namespace="ns", filename=name, content=data,
-                                   tokenizer_model="all-MiniLM-L6-v2", options=parser_pb2.ParseOptions(**options))
+                                   tokenizer_model="all-MiniLM-L6-v2", options=parser_pb2.ParseOptions(**options),
+                                   context=chunk_pb2.CallContext(tenant=WORKER))
 
 
 def test_a_refused_file_carries_its_reason_in_trailing_metadata_and_text(parser_server):

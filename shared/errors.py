@@ -49,6 +49,12 @@ class UnsupportedFileType(InvalidArgument):
     http_status = 415
 
 
+class PayloadTooLarge(InvalidArgument):
+    """An upload over its size limit (HTTP 413)."""
+
+    http_status = 413
+
+
 class Unavailable(RagkbError):
     code = grpc.StatusCode.UNAVAILABLE
     http_status = 503
@@ -74,7 +80,7 @@ ERROR_KIND_KEY = "ragkb-error-kind"
 _BY_NAME: dict[str, type[RagkbError]] = {
     cls.__name__: cls
     for cls in (RagkbError, InvalidArgument, NotFound, AlreadyExists, FailedPrecondition,
-                UnsupportedFileType, Unavailable, DeadlineExceeded)
+                UnsupportedFileType, PayloadTooLarge, Unavailable, DeadlineExceeded)
 }
 
 

@@ -18,7 +18,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import BaseModel, Field
 
 from services.gateway import auth_rest, conversations, debug, steps_rest, trace_rest
-from services.gateway.gateway import Gateway
+from services.gateway.gateway import MAX_UPLOAD_BYTES, Gateway
+from services.gateway.upload_limit import UploadSizeLimit
 from shared.clients import channel_target
 from shared.contracts import gateway_pb2
 from shared.errors import RagkbError
@@ -78,6 +79,7 @@ def create_app(gateway: Gateway) -> FastAPI:
                   description="Knowledge bases, ingestion jobs and cited answers.",
                   dependencies=[Depends(auth_rest.authenticate)])  # API keys -> role, namespaces, ACL groups
     app.state.gateway = gateway
+    app.add_middleware(UploadSizeLimit, max_file_bytes=MAX_UPLOAD_BYTES)  # 413 before a too-large body is read
     for router in (trace_rest.router, steps_rest.router, auth_rest.router, debug.router):
         app.include_router(router)
     app.include_router(conversations.router)  # streamed answers (SSE)

@@ -144,8 +144,8 @@ class DocumentRegistry:
         return [_entry(r) for r in rows]
 
     def counts(self, kb: str) -> tuple[int, int]:
-        """(documents, chunks) recorded for a KB."""
-        docs = self.list(kb)
+        """(documents, chunks) of a KB that are complete: a version being written does not count yet."""
+        docs = [d for d in self.list(kb) if d.status == INDEXED]
         return len(docs), sum(len(d.chunk_ids) for d in docs)
 
     def model_of(self, kb: str) -> tuple[str, int] | None:

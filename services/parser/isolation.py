@@ -4,7 +4,8 @@ A thread cannot be stopped, and a native library (pdfminer on a hostile PDF,
 tesseract, lxml) can loop, eat memory or segfault. Each read runs in one of
 `size` long-lived child processes (spawned, so no locks or threads are
 inherited); a read past its deadline kills its worker, which is replaced on the
-next call. unstructured is imported in the children only.
+next call; a read past its memory limit fails its allocations (RLIMIT_AS) and
+ends its worker the same way. unstructured is imported in the children only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import queue
+import resource
 import threading
+from contextlib import contextmanager
 
 from services.parser import errors
 from services.parser.formats import ParsedDocument, ReadOptions
@@ -21,24 +24,54 @@ log = logging.getLogger("ragkb.parser")
 
 
 def _serve(connection) -> None:
-    """Worker loop: (filename, data, options) in, ("ok", document) or ("error", kind, reason, message) out."""
-    from services.parser import formats
+    """Worker loop: (filename, data, options) in, ("ok", document) or ("error", kind, reason, message) out.
 
+    Each file may grow the worker's address space by `options.max_memory_mb` (RLIMIT_AS,
+    measured from what the worker holds when the file arrives); past it allocations fail,
+    the file is refused with `memory_limit` and the worker exits, to be replaced.
+    """
+    from services.parser import formats, reading
+
+    reading.preload()  # the libraries' imports count against no file's memory budget
     while True:
         try:
             job = connection.recv()
-        except EOFError:
+        except (EOFError, OSError):  # the parent is gone
             return
         if job is None:
             return
         filename, data, options = job
         try:
-            connection.send(("ok", formats.read(filename, data, options)))
+            with _memory_limit(options.max_memory_mb):
+                document = formats.read(filename, data, options)
+            connection.send(("ok", document))
+        except MemoryError:
+            del data
+            connection.send(("error", "ParseError", errors.MEMORY_LIMIT,
+                             f"{filename!r} needed more than {options.max_memory_mb} MB of memory to parse; "
+                             "the parse was stopped"))
+            return  # a failed allocation may have left a library half-way: start afresh
         except errors.RagkbError as error:
             connection.send(("error", type(error).__name__, getattr(error, "reason", ""), error.message))
         except Exception as error:  # never let the loop die on one file
             connection.send(("error", "ParseError", errors.CORRUPT,
                              f"{filename!r}: {type(error).__name__}: {str(error)[:200]}"))
+
+
+@contextmanager
+def _memory_limit(max_memory_mb: int):
+    """Cap this process's address space at its current size plus `max_memory_mb` for the block."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as statm:
+        current = int(statm.read().split()[0]) * resource.getpagesize()
+    limit = current + max_memory_mb * 1024 * 1024
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 class _Worker:
@@ -94,12 +127,21 @@ class ParseWorkers:
                 log.error("parse worker died reading %r (exit code %s)", filename, code)
                 raise errors.ParseError(errors.PARSER_CRASHED,
                                         f"the parser process died while reading {filename!r} "
-                                        f"(exit code {code}); the file may be too large or malformed") from None
-            self._idle.put(worker)
+                                        f"(exit code {code}); the file may be malformed or need more than "
+                                        f"the {options.max_memory_mb} MB parse memory limit") from None
+            if reply[0] == "error" and reply[2] == errors.MEMORY_LIMIT:
+                self._discard(worker)  # it exits after a failed allocation
+            else:
+                self._idle.put(worker)
         if reply[0] == "ok":
             return reply[1]
         _, kind, reason, message = reply
         raise errors.rebuild(kind, reason, message)
+
+    def worker_pids(self) -> list[int]:
+        """The live reader processes (for memory measurements)."""
+        with self._lock:
+            return [worker.process.pid for worker in self._all if worker.process.is_alive()]
 
     def close(self) -> None:
         with self._lock:

@@ -15,7 +15,6 @@ import multiprocessing
 import queue
 import resource
 import threading
-from contextlib import contextmanager
 
 from services.parser import errors
 from services.parser.formats import ParsedDocument, ReadOptions
@@ -41,37 +40,63 @@ def _serve(connection) -> None:
         if job is None:
             return
         filename, data, options = job
+        limit = _AddressSpaceLimit(options.max_memory_mb)
         try:
-            with _memory_limit(options.max_memory_mb):
+            with limit:
                 document = formats.read(filename, data, options)
             connection.send(("ok", document))
-        except MemoryError:
-            del data
-            connection.send(("error", "ParseError", errors.MEMORY_LIMIT,
-                             f"{filename!r} needed more than {options.max_memory_mb} MB of memory to parse; "
-                             "the parse was stopped"))
-            return  # a failed allocation may have left a library half-way: start afresh
-        except errors.RagkbError as error:
-            connection.send(("error", type(error).__name__, getattr(error, "reason", ""), error.message))
         except Exception as error:  # never let the loop die on one file
-            connection.send(("error", "ParseError", errors.CORRUPT,
-                             f"{filename!r}: {type(error).__name__}: {str(error)[:200]}"))
+            if isinstance(error, MemoryError) or limit.reached():
+                # libraries report a failed allocation in their own words (lxml: "XMLSyntaxError: unknown error")
+                del data
+                connection.send(("error", "ParseError", errors.MEMORY_LIMIT,
+                                 f"{filename!r} needed more than {options.max_memory_mb} MB of memory to parse; "
+                                 "the parse was stopped"))
+                return  # a failed allocation may have left a library half-way: start afresh
+            if isinstance(error, errors.RagkbError):
+                connection.send(("error", type(error).__name__, getattr(error, "reason", ""), error.message))
+            else:
+                connection.send(("error", "ParseError", errors.CORRUPT,
+                                 f"{filename!r}: {type(error).__name__}: {str(error)[:200]}"))
 
 
-@contextmanager
-def _memory_limit(max_memory_mb: int):
-    """Cap this process's address space at its current size plus `max_memory_mb` for the block."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    with open("/proc/self/statm") as statm:
-        current = int(statm.read().split()[0]) * resource.getpagesize()
-    limit = current + max_memory_mb * 1024 * 1024
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+class _AddressSpaceLimit:
+    """Cap this process's address space at its current size plus `max_memory_mb` inside the block.
+
+    `reached()` tells afterwards whether the block ran into the cap: the peak address space
+    (VmPeak) came within a margin of it. A peak already that high before the block (an
+    earlier file with a larger budget) cannot be told apart; its worker is then recycled
+    only when an allocation fails with MemoryError.
+    """
+
+    MARGIN = 32 * 1024 * 1024
+
+    def __init__(self, max_memory_mb: int):
+        self.limit = _status_bytes("VmSize") + max_memory_mb * 1024 * 1024
+        self._peak_before = _status_bytes("VmPeak")
+
+    def __enter__(self):
+        self._saved = resource.getrlimit(resource.RLIMIT_AS)
+        hard = self._saved[1]
+        if hard != resource.RLIM_INFINITY:
+            self.limit = min(self.limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (self.limit, hard))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        resource.setrlimit(resource.RLIMIT_AS, self._saved)
+
+    def reached(self) -> bool:
+        return self._peak_before < self.limit - self.MARGIN <= _status_bytes("VmPeak")
+
+
+def _status_bytes(field: str) -> int:
+    """A kB line of /proc/self/status (VmSize, VmPeak, …) in bytes."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 class _Worker:

@@ -49,7 +49,8 @@ class EmbeddedProcess:
         state.unlink(missing_ok=True)  # a killed process leaves its state file behind
         env = {key: value for key, value in os.environ.items() if not key.startswith("RAGKB_")}
         env.update({"RAGKB_DATA_DIR": str(self.data_dir), "RAGKB_HTTP_PORT": "0", "RAGKB_LOG_LEVEL": "WARNING",
-                    "RAGKB_RECONCILE_INTERVAL_S": "0", "PYTHONPATH": str(ROOT),
+                    "RAGKB_RECONCILE_INTERVAL_S": "0", "RAGKB_RPC_TIMEOUT_S": "180",
+                    "PYTHONPATH": str(ROOT),
                     **{f"RAGKB_{name.upper()}_ADDR": "127.0.0.1:0" for name in
                        ("parser", "indexer", "retriever", "reranker", "generator", "gateway_grpc")}})
         with open(self.log_path, "ab") as log:
@@ -67,7 +68,7 @@ class EmbeddedProcess:
             return info["endpoints"]["http"] if info["pid"] == self.process.pid else ""
 
         url = wait_for(ready, timeout_s=180, interval_s=0.2, what="embedded stack ready")
-        return RagkbClient(url, timeout_s=60)
+        return RagkbClient(url, timeout_s=300)  # a loaded machine can take minutes to open a new KB
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -164,7 +164,7 @@ def test_good_files_finish_and_hostile_files_fail_with_their_reason(stack, clien
     assert retried["job_id"] != failed["job_id"] and retried["state"] == "queued"
     again = client.wait([retried["job_id"]], timeout_s=120)[0]
     assert again["state"] == "failed" and again["error"] == failed["error"]
-    with pytest.raises(RagkbApiError, match="only failed or cancelled"):
+    with pytest.raises(RagkbApiError, match="no longer stored"):  # a done job's upload is released
         client.retry_job(finished[good[0][1]]["job_id"])
 
 

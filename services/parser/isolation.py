@@ -32,6 +32,13 @@ def _serve(connection) -> None:
     from services.parser import formats, reading
 
     reading.preload()  # the libraries' imports count against no file's memory budget
+    try:
+        _serve_files(connection, formats)
+    except (BrokenPipeError, ConnectionResetError):  # the parent is gone
+        return
+
+
+def _serve_files(connection, formats) -> None:
     while True:
         try:
             job = connection.recv()

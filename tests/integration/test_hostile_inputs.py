@@ -18,9 +18,11 @@ from ragkb.client import RagkbApiError
 from services.parser import errors
 from shared.ids import DOC_ID_RULE, MAX_DOC_ID_CHARS, ORIGINAL_NAME_KEY
 from tests.conftest import ROOT, shared_data
+from tests.unit.test_parser_documents import HOSTILE
 
 sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 import hostile_corpus  # noqa: E402
+from procmem import parse_worker_pids, status_mb  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -28,30 +30,6 @@ KB = "hostile"
 CANARY = ("canary.md", "# Canary\n\nThe canary document says the loading dock closes at 9 pm.".encode())
 SERVER_GROWTH_BOUND_MB = 300  # RSS the server process may gain while handling one hostile file
 WORKER_PEAK_BOUND_MB = 2048 + 1024  # the default per-file budget (ParserConfig.max_memory_mb) over the import base
-
-
-def status_mb(pid: int | str, field: str) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def parse_worker_pids() -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                    command = cmdline.read()
-            except OSError:
-                continue
-            if parent == os.getpid() and b"multiprocessing" in command:
-                pids.append(int(entry))
-    return pids
 
 
 @pytest.fixture(scope="module")
@@ -100,17 +78,7 @@ def test_generated_hostile_files_are_refused_with_their_reason(unharmed, make, f
     assert_refused(ingest(unharmed, filename, make()), reason)
 
 
-HOSTILE_FILES = [
-    pytest.param("copy-protected.pdf", errors.COPY_PROTECTED, id="copy-protected"),
-    pytest.param("empty.txt", errors.EMPTY, id="empty"),
-    pytest.param("fake-text-all-whitespace.txt", errors.WHITESPACE_ONLY, id="whitespace"),
-    pytest.param("loremipsum-flat.pdf", errors.IMAGE_ONLY, id="scan-without-ocr"),
-    pytest.param("password.pdf", errors.PASSWORD_PROTECTED, id="password-pdf"),
-    pytest.param("password_protected.xlsx", errors.PASSWORD_PROTECTED, id="password-xlsx"),
-]
-
-
-@pytest.mark.parametrize("name, reason", HOSTILE_FILES)
+@pytest.mark.parametrize("name, reason", HOSTILE)
 def test_shared_hostile_files_are_refused_with_their_reason(unharmed, name, reason):
     assert_refused(ingest(unharmed, name, shared_data("docs", "hostile", name).read_bytes()), reason)
 

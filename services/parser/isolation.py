@@ -29,16 +29,15 @@ def _serve(connection) -> None:
     measured from what the worker holds when the file arrives); past it allocations fail,
     the file is refused with `memory_limit` and the worker exits, to be replaced.
     """
-    from services.parser import formats, reading
-
-    reading.preload()  # the libraries' imports count against no file's memory budget
     try:
-        _serve_files(connection, formats)
+        _serve_files(connection)
     except (BrokenPipeError, ConnectionResetError):  # the parent is gone
         return
 
 
-def _serve_files(connection, formats) -> None:
+def _serve_files(connection) -> None:
+    from services.parser import formats, reading
+
     while True:
         try:
             job = connection.recv()
@@ -47,6 +46,10 @@ def _serve_files(connection, formats) -> None:
         if job is None:
             return
         filename, data, options = job
+        try:  # the format's libraries are imported first: their size counts against no file's budget
+            reading.preload(formats.sniff_type(filename, data))
+        except errors.RagkbError:
+            pass  # formats.read names the problem below
         limit = _AddressSpaceLimit(options.max_memory_mb)
         try:
             with limit:

@@ -24,13 +24,13 @@ def _prepare() -> None:
     install_offline_pipeline()
 
 
-def preload() -> None:
-    """Import every format's partitioner now (a parse worker does this once, before its first file)."""
+def preload(doc_type: str) -> None:
+    """Import the partitioner of one format now (a parse worker does it before the file's memory limit)."""
     import importlib
 
     _prepare()
-    for module in ("text", "html", "docx", "pptx", "xlsx", "pdf"):
-        importlib.import_module(f"unstructured.partition.{module}")
+    for module in _PARTITIONERS.get(doc_type, ()):
+        importlib.import_module(module)
 
 
 def read_text(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
@@ -147,6 +147,13 @@ def _check_pages(filename: str, pages: int, options: ReadOptions) -> None:
                                 f"{filename!r} has {pages} pages; this knowledge base allows {options.max_pages}")
 
 
+_PARTITIONERS = {
+    formats.TEXT: ("unstructured.partition.text",), formats.HTML: ("unstructured.partition.html",),
+    formats.MARKDOWN: ("markdown", "unstructured.partition.html"), formats.DOCX: ("unstructured.partition.docx",),
+    formats.PPTX: ("unstructured.partition.pptx",), formats.XLSX: ("unstructured.partition.xlsx",),
+    formats.PDF: ("unstructured.partition.pdf",),
+    formats.EML: ("unstructured.partition.text", "unstructured.partition.html"),
+}
 _READERS = {
     formats.TEXT: read_text, formats.HTML: read_html, formats.MARKDOWN: read_markdown, formats.DOCX: read_docx,
     formats.PPTX: read_pptx, formats.XLSX: read_xlsx, formats.PDF: read_pdf, formats.EML: read_eml,

@@ -14,8 +14,10 @@ from urllib.parse import urlparse
 
 import pytest
 
-from ragkb.client import RagkbApiError
+from ragkb.client import RagkbApiError, RagkbClient
+from ragkb.embedded import EmbeddedStack
 from services.parser import errors
+from shared.config import Settings
 from shared.ids import DOC_ID_RULE, MAX_DOC_ID_CHARS, ORIGINAL_NAME_KEY
 from tests.conftest import ROOT, shared_data
 from tests.unit.test_parser_documents import HOSTILE
@@ -30,6 +32,22 @@ KB = "hostile"
 CANARY = ("canary.md", "# Canary\n\nThe canary document says the loading dock closes at 9 pm.".encode())
 SERVER_GROWTH_BOUND_MB = 300  # RSS the server process may gain while handling one hostile file
 WORKER_PEAK_BOUND_MB = 2048 + 1024  # the default per-file budget (ParserConfig.max_memory_mb) over the import base
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """The conftest stack and client with room for a loaded machine (a new KB loads its embedder in the call)."""
+    running = EmbeddedStack(Settings(data_dir=tmp_path_factory.mktemp("data"), rpc_timeout_s=300),
+                            ephemeral_ports=True).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def client(stack):
+    api = RagkbClient(stack.http_url, timeout_s=600)
+    yield api
+    api.close()
 
 
 @pytest.fixture(scope="module")
@@ -95,11 +113,14 @@ def test_a_parse_over_its_memory_budget_is_stopped_with_memory_limit(unharmed):
 def test_an_upload_over_the_limit_is_answered_413_before_its_body_is_sent(unharmed, stack):
     url = urlparse(stack.http_url)
     boundary = "x" * 16
-    with socket.create_connection((url.hostname, url.port), timeout=30) as connection:
+    with socket.create_connection((url.hostname, url.port), timeout=300) as connection:
         connection.sendall((f"POST /v1/knowledge-bases/{KB}/documents HTTP/1.1\r\nHost: {url.netloc}\r\n"
                             f"Content-Type: multipart/form-data; boundary={boundary}\r\n"
                             f"Content-Length: {200 * 1024 * 1024}\r\n\r\n").encode())
-        answer = connection.recv(65536).decode()  # not one byte of the 200 MB body was sent
+        answer = b""  # not one byte of the 200 MB body is sent; the server answers and closes
+        while part := connection.recv(65536):
+            answer += part
+        answer = answer.decode()
     assert answer.startswith("HTTP/1.1 413") and "PayloadTooLarge" in answer and "the limit is" in answer
 
 

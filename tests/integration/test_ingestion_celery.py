@@ -43,7 +43,8 @@ def redis(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stack(redis, tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("data"), broker_url=redis.url, ingest_workers=1,
-                        ingest_namespace_slots=SLOTS, ingest_step_timeout_s=STEP_TIMEOUT_S, reconcile_interval_s=0)
+                        ingest_namespace_slots=SLOTS, ingest_step_timeout_s=STEP_TIMEOUT_S, reconcile_interval_s=0,
+                        rpc_timeout_s=300)  # a new KB loads its embedder within the call; the machine is shared
     running = EmbeddedStack(settings, ephemeral_ports=True).start()
     yield running
     running.stop()

@@ -137,6 +137,12 @@ class ParserConfig(_Section):
     max_pages: int = Field(2000, ge=1, le=100000)
     timeout_s: float = Field(300.0, gt=0, le=3600)  # per file; the parse worker is killed after it
     allow_copy_protected: bool = False  # true = read PDFs whose owner forbids copying text
+    # resource limits per file, each refused with its own reason code (services/parser/errors.py)
+    max_unzipped_mb: float = Field(256.0, gt=0, le=4096)  # DOCX/PPTX/XLSX: decompressed size of the zip entries
+    max_zip_entries: int = Field(10000, ge=1, le=1_000_000)
+    max_elements: int = Field(200_000, ge=1, le=10_000_000)  # parsed elements; a spreadsheet cell counts as one
+    max_chunks: int = Field(5000, ge=1, le=1_000_000)
+    max_memory_mb: int = Field(2048, ge=64, le=65536)  # the parse worker's address-space growth for one file
 
 
 class EmbedderConfig(_Section):

@@ -49,6 +49,12 @@ class UnsupportedFileType(InvalidArgument):
     http_status = 415
 
 
+class PayloadTooLarge(InvalidArgument):
+    """A request body or upload over its size limit (HTTP 413)."""
+
+    http_status = 413
+
+
 class Unavailable(RagkbError):
     code = grpc.StatusCode.UNAVAILABLE
     http_status = 503
@@ -69,10 +75,6 @@ class PermissionDenied(RagkbError):
     http_status = 403
 
 
-class PayloadTooLarge(InvalidArgument):
-    http_status = 413
-
-
 _BY_CODE: dict[grpc.StatusCode, type[RagkbError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
@@ -90,8 +92,8 @@ ERROR_KIND_KEY = "ragkb-error-kind"
 _BY_NAME: dict[str, type[RagkbError]] = {
     cls.__name__: cls
     for cls in (RagkbError, InvalidArgument, NotFound, AlreadyExists, FailedPrecondition,
-                UnsupportedFileType, Unavailable, DeadlineExceeded, Unauthenticated, PermissionDenied,
-                PayloadTooLarge)
+                UnsupportedFileType, PayloadTooLarge, Unavailable, DeadlineExceeded, Unauthenticated,
+                PermissionDenied)
 }
 
 

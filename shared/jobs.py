@@ -3,6 +3,11 @@
 A job in a final state (done, failed, cancelled) never changes again: updates
 apply only to active jobs, so a worker that is still running a cancelled job
 cannot bring it back. Retrying makes a new job from the same saved upload.
+
+Every job finishes or says why: a job left active by a process that died is
+found by `abandoned`, put back to queued with the interruption as its note
+(`requeue`), and run again; a job started `max_attempts` times without
+finishing fails with `retry_limit` and the last interruption it had.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from shared.contracts import gateway_pb2, indexer_pb2
@@ -43,7 +48,10 @@ _ADDED_COLUMNS = {"attempts": "INTEGER NOT NULL DEFAULT 0", "started_at": "TEXT 
 FINAL_STATES = {gateway_pb2.JOB_STATE_DONE, gateway_pb2.JOB_STATE_FAILED, gateway_pb2.JOB_STATE_CANCELLED}
 _COLUMNS = ("job_id", "kb", "namespace", "doc_id", "filename", "state", "error", "chunks_total", "chunks_done",
             "outcome", "created_at", "updated_at", "attempts", "started_at")
+RUNNING_STATES = {gateway_pb2.JOB_STATE_PARSING, gateway_pb2.JOB_STATE_EMBEDDING, gateway_pb2.JOB_STATE_INDEXING}
 _ACTIVE = f"state NOT IN ({', '.join(str(int(state)) for state in sorted(FINAL_STATES))})"
+DEFAULT_MAX_ATTEMPTS = 3
+RETRY_LIMIT = "retry_limit"  # reason code of a job that was started too often without finishing
 
 
 def _now() -> str:
@@ -51,7 +59,10 @@ def _now() -> str:
 
 
 class JobStore:
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS):
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        self.max_attempts = max_attempts
         self.uploads_dir = Path(data_dir) / "uploads"
         self.uploads_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -111,15 +122,43 @@ class JobStore:
         return cursor.rowcount == 1
 
     def start(self, job_id: str) -> bool:
-        """A worker picked the job up: count the delivery; False when the job is already final."""
+        """A worker picked the job up: count the delivery; False when the job is final or out of attempts.
+
+        A job that was already started `max_attempts` times fails here with `retry_limit`, keeping the
+        note of its last interruption, so a file that kills its process every time cannot loop forever.
+        """
         now = _now()
         with self._lock:
             cursor = self._db.execute(
                 "UPDATE jobs SET state = ?, attempts = attempts + 1, updated_at = ?, "
-                f"started_at = CASE WHEN started_at = '' THEN ? ELSE started_at END WHERE job_id = ? AND {_ACTIVE}",
-                (gateway_pb2.JOB_STATE_PARSING, now, now, job_id),
+                "started_at = CASE WHEN started_at = '' THEN ? ELSE started_at END "
+                f"WHERE job_id = ? AND {_ACTIVE} AND attempts < ?",
+                (gateway_pb2.JOB_STATE_PARSING, now, now, job_id, self.max_attempts),
             )
-        return cursor.rowcount == 1
+        if cursor.rowcount == 1:
+            return True
+        job = self.get(job_id)
+        if job.state not in FINAL_STATES:
+            last = f"; last: {job.error}" if job.error else ""
+            self.update(job_id, state=gateway_pb2.JOB_STATE_FAILED,
+                        error=f"{RETRY_LIMIT}: started {job.attempts} times without finishing{last}")
+        return False
+
+    def abandoned(self, *, idle_s: float = 0.0) -> list[gateway_pb2.IngestJob]:
+        """Active jobs (queued or running) not updated for `idle_s` seconds, oldest first.
+
+        In embedded mode every active job found at start-up belonged to the process that died
+        (idle_s=0); a Celery worker passes a bound past which no live job stays silent.
+        """
+        cutoff = (datetime.now(timezone.utc) - timedelta(seconds=idle_s)).isoformat(timespec="microseconds")
+        with self._lock:
+            rows = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE {_ACTIVE} AND updated_at <= ? "
+                                    "ORDER BY created_at", (cutoff,)).fetchall()
+        return [gateway_pb2.IngestJob(**dict(zip(_COLUMNS, row))) for row in rows]
+
+    def requeue(self, job_id: str, note: str) -> bool:
+        """Put an interrupted job back to queued, keeping `note` (why it was interrupted) in its error."""
+        return self.update(job_id, state=gateway_pb2.JOB_STATE_QUEUED, error=note)
 
     def cancel(self, job_id: str) -> gateway_pb2.IngestJob:
         if not self.update(job_id, state=gateway_pb2.JOB_STATE_CANCELLED, error="cancelled on request"):
@@ -128,16 +167,22 @@ class JobStore:
         return self.get(job_id)
 
     def retry(self, job_id: str) -> gateway_pb2.IngestJob:
-        """A new queued job with the same document and upload as a failed or cancelled one."""
+        """A new queued job with the same document and upload as a job that is not running.
+
+        A queued job (e.g. one whose dispatch was lost) is cancelled in favour of the new one, so the
+        two never both run.
+        """
         job = self.get(job_id)
-        if job.state not in (gateway_pb2.JOB_STATE_FAILED, gateway_pb2.JOB_STATE_CANCELLED):
-            raise FailedPrecondition(f"job {job_id!r} is {_state_name(job.state)}; only failed or cancelled jobs "
-                                     "can be retried")
+        if job.state in RUNNING_STATES:
+            raise FailedPrecondition(f"job {job_id!r} is {_state_name(job.state)}; a running job cannot be "
+                                     "retried (cancel it first)")
         upload, metadata_json = self.upload_of(job_id)
         if not upload.exists():
             raise FailedPrecondition(f"the upload of job {job_id!r} is no longer stored; upload the file again")
-        return self.create(kb=job.kb, namespace=job.namespace, doc_id=job.doc_id, filename=job.filename,
-                           content=upload.read_bytes(), metadata_json=metadata_json)
+        retried = self.create(kb=job.kb, namespace=job.namespace, doc_id=job.doc_id, filename=job.filename,
+                              content=upload.read_bytes(), metadata_json=metadata_json)
+        self.update(job_id, state=gateway_pb2.JOB_STATE_CANCELLED, error=f"superseded by retry {retried.job_id}")
+        return retried
 
     def list(self, kb: str, namespace: str = "", limit: int = 100) -> list[gateway_pb2.IngestJob]:
         sql = f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE kb = ?"

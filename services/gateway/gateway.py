@@ -10,10 +10,11 @@ from services.gateway.runtime import QueryRuntime, create_runtime
 from shared.clients import GeneratorClient, IndexerClient, ParserClient, RerankerClient, RetrieverClient
 from shared.config import DEFAULT_NAMESPACE
 from shared.contracts import gateway_pb2, indexer_pb2
-from shared.errors import InvalidArgument, NotFound, UnsupportedFileType
+from shared.errors import NotFound, PayloadTooLarge, UnsupportedFileType
 from services.gateway.sync import plan_sync
 from services.worker.queue import JobQueue
-from shared.ids import default_doc_id
+from shared.ids import (MAX_DOC_ID_CHARS, ORIGINAL_NAME_KEY, check_filename, default_doc_id,
+                        validate_doc_id)
 from shared.jobs import JobStore
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
@@ -57,8 +58,13 @@ class Gateway:
         """Check what can be checked at once (KB exists, type supported, size), then queue the job."""
         namespace = auth.current().write_namespace(namespace)
         self.downstream.indexer.get_kb(kb)
-        if not filename:
-            raise InvalidArgument("a document upload needs a file name")
+        check_filename(filename)
+        if doc_id:
+            validate_doc_id(doc_id)
+        else:
+            doc_id = default_doc_id(filename)
+            if len(filename) > MAX_DOC_ID_CHARS:  # the id may be a hashed form: the whole name stays with it
+                metadata = {**(metadata or {}), ORIGINAL_NAME_KEY: filename}
         suffix = "." + filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
         if suffix not in self.supported_types():
             raise UnsupportedFileType(
@@ -66,12 +72,16 @@ class Gateway:
                 f"supported: {', '.join(self.supported_types())}"
             )
         if len(content) > MAX_UPLOAD_BYTES:
-            raise InvalidArgument(f"{filename!r} is {len(content)} bytes; the limit is {MAX_UPLOAD_BYTES}")
+            raise PayloadTooLarge(f"{filename!r} is {len(content)} bytes; the limit is {MAX_UPLOAD_BYTES}")
         job = self._jobs.create(kb=kb, namespace=namespace or DEFAULT_NAMESPACE,
-                                doc_id=doc_id or default_doc_id(filename), filename=filename, content=content,
+                                doc_id=doc_id, filename=filename, content=content,
                                 metadata_json=json.dumps(metadata or {}))
         self._queue.submit(job.job_id, job.namespace)
         return job
+
+    def resume_abandoned_jobs(self) -> list[str]:
+        """Re-run the jobs a stopped process left unfinished (in-process queue; Celery workers do their own)."""
+        return self._queue.resume_abandoned()
 
     def supported_types(self) -> list[str]:
         if self._supported_types is None:

@@ -33,6 +33,7 @@ class GatewayProcess:
     def start(self) -> None:
         self.grpc.start()
         self.http.start()
+        self.gateway.resume_abandoned_jobs()
 
     def stop(self) -> None:
         self.grpc.stop()

@@ -18,8 +18,9 @@ from google.protobuf import json_format
 from pydantic import BaseModel, Field
 
 from services.gateway import auth_rest, conversations, debug, steps_rest, trace_rest
-from services.gateway.gateway import Gateway
+from services.gateway.gateway import MAX_UPLOAD_BYTES, Gateway
 from services.gateway.hygiene import RequestHygiene
+from services.gateway.upload_limit import UploadSizeLimit
 from shared.contracts import gateway_pb2
 from shared.errors import RagkbError
 from shared.jobs import outcome_name
@@ -82,7 +83,8 @@ def create_app(gateway: Gateway, *, max_json_bytes: int = 1024 * 1024) -> FastAP
                               '{"error": {"type", "message", "stage"}}.',
                   dependencies=[Depends(auth_rest.authenticate)])  # API keys -> role, namespaces, ACL groups
     app.state.gateway = gateway
-    app.add_middleware(RequestHygiene, max_json_bytes=max_json_bytes)
+    app.add_middleware(RequestHygiene, max_json_bytes=max_json_bytes)  # JSON bodies; uploads are bounded below
+    app.add_middleware(UploadSizeLimit, max_file_bytes=MAX_UPLOAD_BYTES)  # 413 before a too-large body is read
     for router in (trace_rest.router, steps_rest.router, auth_rest.router, debug.router):
         app.include_router(router)
     app.include_router(conversations.router)  # streamed answers (SSE)

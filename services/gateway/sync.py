@@ -42,7 +42,7 @@ def plan_sync(entries: list[gateway_pb2.SyncEntry], documents: list[indexer_pb2.
     plan = SyncPlan()
     for entry in entries:
         held = current.get(entry.doc_id)
-        if held is None or held.content_hash != entry.content_hash:
+        if held is None or held.content_hash != entry.content_hash or held.status not in ("", "indexed"):
             plan.upload.append(entry.doc_id)
         elif held.source_uri != entry.source_uri:
             plan.upload.append(entry.doc_id)

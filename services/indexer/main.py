@@ -26,6 +26,7 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
             indexer.open_stores(catalog.get(name))
 
     server.add_warm_up(open_every_kb)
+    server.add_warm_up(reconciler.roll_back_interrupted)  # a crash may have left half-written documents
     server.add_warm_up(schedule.start)
     server.add_closer(schedule.stop)
     server.add_closer(registry.close)

@@ -8,8 +8,11 @@ everywhere cannot be rebuilt without the source, so the document is marked
 `incomplete` and the next ingestion of it re-indexes instead of skipping.
 
 A document that is being indexed right now is skipped (its writer holds the
-document lock); so is one whose last attempt stopped part-way (`indexing`):
-replaying its job finishes it.
+document lock). One left `indexing` with no writer was interrupted by a crash:
+it is rolled back to its last complete version (or removed, if it had none),
+the registry never lists a half-written version as indexed, and the
+re-run of its job writes it again. The indexer does this for every knowledge
+base when it starts (`roll_back_interrupted`), before it serves.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 
 from services.indexer.indexer import Indexer
-from services.indexer.registry import INCOMPLETE, INDEXED, DocumentEntry, DocumentRegistry
+from services.indexer.registry import INCOMPLETE, INDEXED, INDEXING, DocumentEntry, DocumentRegistry
 from shared.kb import KnowledgeBaseCatalog
 
 log = logging.getLogger("ragkb.indexer.reconciler")
@@ -43,6 +46,8 @@ class Report:
     chunks_checked: int = 0
     repairs: list[Repair] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    keyword_chunks: int = 0  # what each store holds for the whole KB (a whole-KB run only)
+    vector_chunks: int = 0
 
 
 class Reconciler:
@@ -64,9 +69,11 @@ class Reconciler:
                 current = self._registry.get(kb_name, entry.namespace, entry.doc_id)
                 if current is None:
                     continue  # deleted since the listing
-                if current.status not in (INDEXED, INCOMPLETE):
-                    report.skipped.append(f"{entry.namespace}/{entry.doc_id}: last indexing stopped part-way; "
-                                          "replay its job")
+                if current.status == INDEXING:
+                    if not dry_run:
+                        report.repairs.append(self._roll_back(current, embedder, keyword, vector))
+                    else:
+                        report.repairs.append(Repair(entry.namespace, entry.doc_id, action="would-roll-back"))
                     continue
                 report.documents_checked += 1
                 report.chunks_checked += len(current.chunk_ids)
@@ -75,9 +82,46 @@ class Reconciler:
                     report.repairs.append(repair)
             finally:
                 lock.release()
+        if not namespace:
+            report.keyword_chunks, report.vector_chunks = keyword.count(), vector.count()
         if report.repairs:
             log.warning("reconciled %s: %d documents repaired", kb_name, len(report.repairs))
         return report
+
+    def roll_back_interrupted(self) -> int:
+        """Roll back every document an interrupted write left `indexing`, in every knowledge base."""
+        rolled_back = 0
+        for kb_name in self._catalog.names():
+            if not any(e.status == INDEXING for e in self._registry.list(kb_name)):
+                continue
+            report = self.reconcile(kb_name)
+            rolled_back += sum(r.action.startswith("rolled-back") for r in report.repairs)
+        if rolled_back:
+            log.warning("rolled back %d documents whose indexing was interrupted", rolled_back)
+        return rolled_back
+
+    def _roll_back(self, entry: DocumentEntry, embedder, keyword, vector) -> Repair:
+        """Back to the last complete version: its chunks are the kept ones of an older `doc_version`."""
+        kept = [c for c in self._registry.chunks(entry.kb, entry.namespace, entry.doc_id, entry.chunk_ids)
+                if c.doc_version < entry.version]
+        held = keyword.chunk_ids(entry.namespace, entry.doc_id) | vector.chunk_ids(entry.namespace, entry.doc_id)
+        if not kept:  # the first version never completed: nothing of it may stay
+            doomed = sorted(held | set(entry.chunk_ids))
+            vector.delete_ids(doomed)
+            keyword.delete_ids(doomed)
+            self._registry.delete(entry.kb, entry.namespace, entry.doc_id)
+            return Repair(entry.namespace, entry.doc_id, strays_deleted=len(held), action="rolled-back-removed")
+        previous = DocumentEntry(kb=entry.kb, namespace=entry.namespace, doc_id=entry.doc_id,
+                                 version=max(c.doc_version for c in kept), content_hash="",  # unknown: re-index
+                                 chunk_ids=tuple(c.chunk_id for c in kept), status=INDEXED,
+                                 source_uri=entry.source_uri, updated_at=entry.updated_at)
+        self._registry.put(entry.kb, entry.namespace, entry.doc_id, version=previous.version, content_hash="",
+                           chunk_ids=list(previous.chunk_ids), status=INDEXED, source_uri=previous.source_uri)
+        self._registry.keep_chunks(entry.kb, entry.namespace, entry.doc_id, previous.chunk_ids)
+        repair = self._check(previous, embedder, keyword, vector, dry_run=False) or Repair(entry.namespace,
+                                                                                         entry.doc_id)
+        repair.action = "rolled-back"
+        return repair
 
     def _check(self, entry: DocumentEntry, embedder, keyword, vector, *, dry_run: bool) -> Repair | None:
         expected = set(entry.chunk_ids)

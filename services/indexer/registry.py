@@ -144,8 +144,9 @@ class DocumentRegistry:
         return [_entry(r) for r in rows]
 
     def counts(self, kb: str, namespaces: Sequence[str] = ()) -> tuple[int, int]:
-        """(documents, chunks) recorded for a KB, in the given namespaces (none given = all)."""
-        docs = [d for namespace in (namespaces or [""]) for d in self.list(kb, namespace)]
+        """(documents, chunks) of a KB that are complete, in the given namespaces (none given = all);
+        a version being written does not count yet."""
+        docs = [d for namespace in (namespaces or [""]) for d in self.list(kb, namespace) if d.status == INDEXED]
         return len(docs), sum(len(d.chunk_ids) for d in docs)
 
     def model_of(self, kb: str) -> tuple[str, int] | None:

@@ -100,7 +100,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
         report = self._reconciler.reconcile(request.kb, request.namespace, dry_run=request.dry_run)
         return indexer_pb2.ReconcileReport(
             kb=report.kb, documents_checked=report.documents_checked, chunks_checked=report.chunks_checked,
-            skipped=report.skipped,
+            skipped=report.skipped, keyword_chunks=report.keyword_chunks, vector_chunks=report.vector_chunks,
             repairs=[indexer_pb2.DocumentRepair(**vars(repair)) for repair in report.repairs],
         )
 
@@ -115,7 +115,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
         return indexer_pb2.ListDocumentsResponse(documents=[
             indexer_pb2.DocumentRecord(doc_id=d.doc_id, namespace=d.namespace, version=d.version,
                                        content_hash=d.content_hash, chunk_count=len(d.chunk_ids),
-                                       source_uri=d.source_uri, updated_at=d.updated_at)
+                                       source_uri=d.source_uri, updated_at=d.updated_at, status=d.status)
             for namespace in namespaces for d in self._registry.list(request.kb, namespace)
         ])
 

@@ -24,6 +24,10 @@ _PAGE_NUMBER = re.compile(
 )
 _DIGITS = re.compile(r"\d+")
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
+# tags that only wrap other content and always have a closing tag: safe to drop when nested too deep
+_WRAPPER_TAG = re.compile(r"<(/?)(?:div|span|section|article|main|font|center|blockquote|b|i|u|em|strong|small|big|"
+                          r"sup|sub)(?=[\s>/])[^>]*>", re.IGNORECASE)
+MAX_WRAPPER_DEPTH = 64
 
 # Page chrome and interactive parts of a web page, never content.
 HTML_DROP_TAGS = ("script", "style", "noscript", "template", "nav", "header", "footer", "aside", "form", "iframe",
@@ -69,6 +73,29 @@ def drop_page_chrome(blocks: list[Block], page_count: int) -> list[Block]:
     return [b for i, b in enumerate(blocks) if seen.get(edge_keys.get(i, ""), 0) < threshold]
 
 
+def flatten_deep_nesting(html: str, max_depth: int = MAX_WRAPPER_DEPTH) -> str:
+    """Drop wrapper tags (div, span, …) nested deeper than `max_depth`; their text and other tags stay.
+
+    libxml2's HTML parser stops at about 256 open elements and silently loses the rest
+    of the page, so 100k nested <div>s would turn a page into nothing.
+    """
+    kept: list[bool] = []  # one entry per open wrapper tag: was it kept?
+    depth = 0  # open wrapper tags that were kept
+
+    def keep_or_drop(match: re.Match) -> str:
+        nonlocal depth
+        if match.group(1):  # a closing tag goes when its opening tag went
+            keep = kept.pop() if kept else True
+            depth -= keep and depth > 0
+            return match.group(0) if keep else ""
+        keep = depth < max_depth
+        kept.append(keep)
+        depth += keep
+        return match.group(0) if keep else ""
+
+    return _WRAPPER_TAG.sub(keep_or_drop, html)
+
+
 def clean_html(html: str) -> tuple[str, str]:
     """Strip scripts, styles, navigation and other chrome; images become their alt text or link.
 
@@ -78,7 +105,7 @@ def clean_html(html: str) -> tuple[str, str]:
     import lxml.html
 
     # lxml refuses str input that declares its own encoding; the text is already decoded
-    html = _XML_DECLARATION.sub("", html, count=1)
+    html = flatten_deep_nesting(_XML_DECLARATION.sub("", html, count=1))
     try:
         root = lxml.html.document_fromstring(html)
     except lxml.etree.ParserError:  # nothing but whitespace or comments

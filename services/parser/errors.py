@@ -27,6 +27,12 @@ TOO_MANY_PAGES = "too_many_pages"
 TIMEOUT = "parse_timeout"
 UNSUPPORTED_TYPE = "unsupported_type"
 PARSER_CRASHED = "parser_crashed"      # the parse worker died (e.g. out of memory)
+MEMORY_LIMIT = "memory_limit"          # the parse needed more memory than the knowledge base allows
+DECOMPRESSED_TOO_LARGE = "decompressed_too_large"  # a zip-based file (DOCX/PPTX/XLSX) inflates past the limit
+TOO_MANY_ZIP_ENTRIES = "too_many_zip_entries"
+TOO_MANY_ELEMENTS = "too_many_elements"
+TOO_MANY_CHUNKS = "too_many_chunks"
+TYPE_MISMATCH = "type_mismatch"        # the bytes are a different format than the file name says
 
 _PREFIX = re.compile(r"^([a-z_]+): ")
 

@@ -1,18 +1,21 @@
 """File bytes -> a flat list of structural blocks (headings, paragraphs, tables, lists, code).
 
 Every format is read with `unstructured` (see `reading.py`); this module owns
-what comes before and after: type detection, text decoding (BOM, UTF-8,
-UTF-16, GB18030, cp1252 — detected, never assumed), the empty / whitespace /
-binary checks, and the `Block` list that one chunker serves for all formats.
+what comes before and after: type detection (the bytes are sniffed before the
+name is trusted), text decoding (`encodings`: detected, never assumed), the
+Office container limits (`containers`), the empty / whitespace / binary checks,
+and the `Block` list that one chunker serves for all formats.
 """
 
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from services.parser import errors
+from services.parser import containers, errors
+from services.parser.encodings import decode
 
 MARKDOWN = "markdown"
 TEXT = "text"
@@ -32,8 +35,13 @@ MIME_TYPES = {
     EML: "message/rfc822",
 }
 # Office files are zip containers; an encrypted one is an OLE compound file instead.
-_ZIP_MAGIC = b"PK\x03\x04"
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_HTML_START = re.compile(rb"<(?:!doctype\s+html|html[\s>])", re.IGNORECASE)
+# what other files start with: named as text, they are refused instead of indexed as gibberish
+_BINARY_MAGIC = {b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image", b"GIF8": "a GIF image",
+                 b"\x1f\x8b": "gzip data", b"PK\x03\x04": "a zip archive", b"7z\xbc\xaf": "a 7-Zip archive",
+                 b"Rar!": "a RAR archive", b"\x7fELF": "an executable",
+                 _OLE_MAGIC: "an OLE compound file (legacy or encrypted Office)"}
 
 
 @dataclass
@@ -69,6 +77,10 @@ class ReadOptions:
     ocr_languages: tuple[str, ...] = ("chi_sim", "eng")
     max_pages: int = 2000
     allow_copy_protected: bool = False
+    max_unzipped_bytes: int = 256 * 1024 * 1024
+    max_zip_entries: int = 10000
+    max_elements: int = 200_000
+    max_memory_mb: int = 2048  # enforced by the parse worker process (isolation.py), not in process
 
 
 def detect_type(filename: str) -> str:
@@ -81,62 +93,45 @@ def detect_type(filename: str) -> str:
     return EXTENSIONS[suffix]
 
 
-def decode(data: bytes) -> tuple[str, str]:
-    """Decode bytes, returning (text, encoding). Tries BOMs, UTF-16 heuristics, UTF-8, GB18030, cp1252."""
-    for bom, encoding in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
-                          (codecs.BOM_UTF16_BE, "utf-16")):
-        if data.startswith(bom):
-            return data.decode(encoding), encoding
-    if data[:200].count(b"\x00") > len(data[:200]) // 4:
-        # many NULs without a BOM: UTF-16 with the zero byte telling the order
-        encoding = "utf-16-le" if data[1:2] == b"\x00" else "utf-16-be"
-        try:
-            return data.decode(encoding), encoding
-        except UnicodeDecodeError:
-            pass
-    try:
-        return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        pass
-    try:
-        text = data.decode("gb18030")
-        if _looks_chinese(text):
-            return text, "gb18030"
-    except UnicodeDecodeError:
-        pass
-    return data.decode("cp1252", errors="replace"), "cp1252"
+def sniff_type(filename: str, data: bytes) -> str:
+    """The type the bytes are, over the type the name claims: a PDF named .txt is read as a PDF.
 
-
-def _looks_chinese(text: str) -> bool:
-    """GB18030 decodes almost any byte pair, so cp1252 Latin text also "succeeds" as rare Hanzi.
-
-    Real Chinese text stays inside GB2312 (both bytes >= 0xA1); an accented Latin
-    letter followed by ASCII never does.
+    A text-type name whose bytes are an HTML page is read as HTML; one whose bytes
+    are an image, archive or executable is refused. A binary-type name otherwise
+    keeps its type (its reader names what is wrong with the bytes).
     """
-    wide = [c for c in text if ord(c) > 0x7F]
-    if not wide:
-        return True
-    common = 0
-    for char in wide:
-        try:
-            char.encode("gb2312")
-            common += 1
-        except UnicodeEncodeError:
-            pass
-    return common >= 0.9 * len(wide)
+    claimed = detect_type(filename)
+    head = data[:1024]
+    if b"%PDF-" in head:
+        return PDF
+    kind = containers.office_kind(data)
+    if kind:
+        return kind
+    if claimed in (TEXT, MARKDOWN, HTML, EML):
+        found = next((name for magic, name in _BINARY_MAGIC.items() if head.startswith(magic)), "")
+        if found:
+            raise errors.ParseError(errors.TYPE_MISMATCH,
+                                    f"{filename!r} is named as {claimed} but its bytes are {found}")
+    if claimed == TEXT and _HTML_START.match(head.lstrip(codecs.BOM_UTF8 + b" \t\r\n")):
+        return HTML
+    return claimed
 
 
-def check_container(filename: str, doc_type: str, data: bytes) -> None:
-    """Refuse Office files that are encrypted or not the zip container they claim to be."""
+def check_container(filename: str, doc_type: str, data: bytes, options: ReadOptions) -> None:
+    """Refuse Office files that are encrypted, not the zip container they claim to be, or zip bombs."""
     if doc_type not in (DOCX, PPTX, XLSX):
         return
     if data.startswith(_OLE_MAGIC):
         raise errors.ParseError(errors.PASSWORD_PROTECTED,
                                 f"{filename!r} is password-protected (an encrypted {doc_type.upper()}); "
                                 "remove the password and upload it again")
-    if not data.startswith(_ZIP_MAGIC):
+    if not data.startswith(containers.ZIP_MAGIC):
         raise errors.ParseError(errors.CORRUPT, f"{filename!r} is not a valid {doc_type.upper()} file "
                                                 "(not a zip container)")
+    containers.check_zip_limits(filename, data, max_entries=options.max_zip_entries,
+                                max_unzipped_bytes=options.max_unzipped_bytes)
+    if doc_type == XLSX:
+        containers.check_spreadsheet_cells(filename, data, max_cells=options.max_elements)
 
 
 def decode_text_file(filename: str, doc_type: str, data: bytes) -> tuple[str, str]:
@@ -153,18 +148,23 @@ def read(filename: str, data: bytes, options: ReadOptions | None = None) -> Pars
     """Read one file into blocks; any failure is a `ParseError` with a specific reason."""
     from services.parser import reading
 
-    doc_type = detect_type(filename)
     if not data:
+        detect_type(filename)
         raise errors.ParseError(errors.EMPTY, f"{filename!r} is empty (0 bytes)")
-    check_container(filename, doc_type, data)
+    options = options or ReadOptions()
+    doc_type = sniff_type(filename, data)
+    check_container(filename, doc_type, data, options)
     try:
-        document = reading.read(filename, doc_type, data, options or ReadOptions())
-    except (errors.ParseError, errors.UnsupportedType):
+        document = reading.read(filename, doc_type, data, options)
+    except (errors.ParseError, errors.UnsupportedType, MemoryError):  # the worker reports a memory limit
         raise
     except Exception as error:  # a library choking on the bytes means the file is damaged
         raise errors.ParseError(errors.CORRUPT, f"{filename!r} could not be read as {doc_type}: "
                                                 f"{type(error).__name__}: {str(error)[:200]}") from None
     document.doc_type = doc_type
+    if len(document.blocks) > options.max_elements:
+        raise errors.ParseError(errors.TOO_MANY_ELEMENTS, f"{filename!r} has {len(document.blocks)} elements; "
+                                                          f"the limit is {options.max_elements}")
     if not any(b.text.strip() for b in document.blocks) and not document.attachments:
         raise errors.ParseError(errors.NO_TEXT, f"{filename!r} has no text (only markup, images or layout)")
     if not document.title:

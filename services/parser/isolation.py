@@ -4,7 +4,8 @@ A thread cannot be stopped, and a native library (pdfminer on a hostile PDF,
 tesseract, lxml) can loop, eat memory or segfault. Each read runs in one of
 `size` long-lived child processes (spawned, so no locks or threads are
 inherited); a read past its deadline kills its worker, which is replaced on the
-next call. unstructured is imported in the children only.
+next call; a read past its memory limit fails its allocations (RLIMIT_AS) and
+ends its worker the same way. unstructured is imported in the children only.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import queue
+import resource
 import threading
 
 from services.parser import errors
@@ -21,24 +23,90 @@ log = logging.getLogger("ragkb.parser")
 
 
 def _serve(connection) -> None:
-    """Worker loop: (filename, data, options) in, ("ok", document) or ("error", kind, reason, message) out."""
-    from services.parser import formats
+    """Worker loop: (filename, data, options) in, ("ok", document) or ("error", kind, reason, message) out.
+
+    Each file may grow the worker's address space by `options.max_memory_mb` (RLIMIT_AS,
+    measured from what the worker holds when the file arrives); past it allocations fail,
+    the file is refused with `memory_limit` and the worker exits, to be replaced.
+    """
+    try:
+        _serve_files(connection)
+    except (BrokenPipeError, ConnectionResetError):  # the parent is gone
+        return
+
+
+def _serve_files(connection) -> None:
+    from services.parser import formats, reading
 
     while True:
         try:
             job = connection.recv()
-        except EOFError:
+        except (EOFError, OSError):  # the parent is gone
             return
         if job is None:
             return
         filename, data, options = job
+        try:  # the format's libraries are imported first: their size counts against no file's budget
+            reading.preload(formats.sniff_type(filename, data))
+        except errors.RagkbError:
+            pass  # formats.read names the problem below
+        limit = _AddressSpaceLimit(options.max_memory_mb)
         try:
-            connection.send(("ok", formats.read(filename, data, options)))
-        except errors.RagkbError as error:
-            connection.send(("error", type(error).__name__, getattr(error, "reason", ""), error.message))
+            with limit:
+                document = formats.read(filename, data, options)
+            connection.send(("ok", document))
         except Exception as error:  # never let the loop die on one file
-            connection.send(("error", "ParseError", errors.CORRUPT,
-                             f"{filename!r}: {type(error).__name__}: {str(error)[:200]}"))
+            if isinstance(error, MemoryError) or limit.reached():
+                # libraries report a failed allocation in their own words (lxml: "XMLSyntaxError: unknown error")
+                del data
+                connection.send(("error", "ParseError", errors.MEMORY_LIMIT,
+                                 f"{filename!r} needed more than {options.max_memory_mb} MB of memory to parse; "
+                                 "the parse was stopped"))
+                return  # a failed allocation may have left a library half-way: start afresh
+            if isinstance(error, errors.RagkbError):
+                connection.send(("error", type(error).__name__, getattr(error, "reason", ""), error.message))
+            else:
+                connection.send(("error", "ParseError", errors.CORRUPT,
+                                 f"{filename!r}: {type(error).__name__}: {str(error)[:200]}"))
+
+
+class _AddressSpaceLimit:
+    """Cap this process's address space at its current size plus `max_memory_mb` inside the block.
+
+    `reached()` tells afterwards whether the block ran into the cap: the peak address space
+    (VmPeak) came within a margin of it. A peak already that high before the block (an
+    earlier file with a larger budget) cannot be told apart; its worker is then recycled
+    only when an allocation fails with MemoryError.
+    """
+
+    MARGIN = 32 * 1024 * 1024
+
+    def __init__(self, max_memory_mb: int):
+        self.limit = _status_bytes("VmSize") + max_memory_mb * 1024 * 1024
+        self._peak_before = _status_bytes("VmPeak")
+
+    def __enter__(self):
+        self._saved = resource.getrlimit(resource.RLIMIT_AS)
+        hard = self._saved[1]
+        if hard != resource.RLIM_INFINITY:
+            self.limit = min(self.limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (self.limit, hard))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        resource.setrlimit(resource.RLIMIT_AS, self._saved)
+
+    def reached(self) -> bool:
+        return self._peak_before < self.limit - self.MARGIN <= _status_bytes("VmPeak")
+
+
+def _status_bytes(field: str) -> int:
+    """A kB line of /proc/self/status (VmSize, VmPeak, …) in bytes."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 class _Worker:
@@ -94,12 +162,21 @@ class ParseWorkers:
                 log.error("parse worker died reading %r (exit code %s)", filename, code)
                 raise errors.ParseError(errors.PARSER_CRASHED,
                                         f"the parser process died while reading {filename!r} "
-                                        f"(exit code {code}); the file may be too large or malformed") from None
-            self._idle.put(worker)
+                                        f"(exit code {code}); the file may be malformed or need more than "
+                                        f"the {options.max_memory_mb} MB parse memory limit") from None
+            if reply[0] == "error" and reply[2] == errors.MEMORY_LIMIT:
+                self._discard(worker)  # it exits after a failed allocation
+            else:
+                self._idle.put(worker)
         if reply[0] == "ok":
             return reply[1]
         _, kind, reason, message = reply
         raise errors.rebuild(kind, reason, message)
+
+    def worker_pids(self) -> list[int]:
+        """The live reader processes (for memory measurements)."""
+        with self._lock:
+            return [worker.process.pid for worker in self._all if worker.process.is_alive()]
 
     def close(self) -> None:
         with self._lock:

@@ -21,7 +21,7 @@ from services.parser import chunking, errors, formats
 from services.parser.formats import ParsedDocument, ReadOptions
 from shared.config import ChunkerConfig, ParserConfig
 from shared.contracts import chunk_pb2
-from shared.ids import default_doc_id
+from shared.ids import bounded_doc_id, default_doc_id, validate_doc_id
 from shared.text import detect_language
 
 log = logging.getLogger("ragkb.parser")
@@ -58,17 +58,23 @@ def parse_document(*, kb: str, namespace: str, filename: str, data: bytes, doc_i
         raise errors.ParseError(errors.TOO_LARGE, f"{filename!r} is {len(data)} bytes; the limit is {max_bytes}")
     config = chunker or ChunkerConfig()
     options = ReadOptions(ocr=limits.ocr, ocr_languages=tuple(limits.ocr_languages), max_pages=limits.max_pages,
-                          allow_copy_protected=limits.allow_copy_protected)
+                          allow_copy_protected=limits.allow_copy_protected,
+                          max_unzipped_bytes=int(limits.max_unzipped_mb * 1024 * 1024),
+                          max_zip_entries=limits.max_zip_entries, max_elements=limits.max_elements,
+                          max_memory_mb=limits.max_memory_mb)
     document = reader(filename, data, options, limits.timeout_s)
-    doc_id = doc_id or default_doc_id(filename)
+    doc_id = validate_doc_id(doc_id) if doc_id else default_doc_id(filename)
     result = _chunk(document, kb=kb, namespace=namespace, filename=filename, data=data, doc_id=doc_id,
                     config=config, metadata={**(metadata or {}), **document.metadata},
                     budget=_budget(config, tokenizer_model))
+    if len(result.chunks) > limits.max_chunks:
+        raise errors.ParseError(errors.TOO_MANY_CHUNKS, f"{filename!r} makes {len(result.chunks)} chunks; "
+                                                        f"the limit is {limits.max_chunks}")
     for attachment in document.attachments:
         name = f"{filename}/{attachment.filename}"
         try:
             child = parse_document(kb=kb, namespace=namespace, filename=attachment.filename, data=attachment.data,
-                                   doc_id=f"{doc_id}/{attachment.filename}", chunker=config,
+                                   doc_id=bounded_doc_id(f"{doc_id}/{attachment.filename}"), chunker=config,
                                    metadata={**(metadata or {}), "attachment_of": doc_id}, parser=parser,
                                    tokenizer_model=tokenizer_model, reader=reader)
         except errors.RagkbError as error:  # a bad attachment must not lose the e-mail itself

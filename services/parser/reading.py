@@ -11,13 +11,26 @@ from services.parser.formats import Block, ParsedDocument, ReadOptions
 
 
 def read(filename: str, doc_type: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    _prepare()
+    return _READERS[doc_type](filename, data, options)
+
+
+def _prepare() -> None:
     os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
     os.environ.setdefault("SCARF_NO_ANALYTICS", "true")  # unstructured pings its analytics host otherwise
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no strategy we use may fetch models
     from services.parser.nlp import install_offline_pipeline
 
     install_offline_pipeline()
-    return _READERS[doc_type](filename, data, options)
+
+
+def preload(doc_type: str) -> None:
+    """Import the partitioner of one format now (a parse worker does it before the file's memory limit)."""
+    import importlib
+
+    _prepare()
+    for module in _PARTITIONERS.get(doc_type, ()):
+        importlib.import_module(module)
 
 
 def read_text(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
@@ -84,13 +97,16 @@ def read_xlsx(filename: str, data: bytes, options: ReadOptions) -> ParsedDocumen
             raise errors.ParseError(errors.PASSWORD_PROTECTED, f"{filename!r} is password-protected") from None
         raise
     blocks: list[Block] = []
-    for sheet, sheet_elements in _by_sheet(found):
+    sheets = _by_sheet(found)
+    _check_pages(filename, len(sheets), options)
+    for sheet, sheet_elements in sheets:
         blocks.append(Block(kind="heading", text=sheet, level=1, page=sheet_elements[0].metadata.page_number or 0))
         for block in elements.to_blocks(sheet_elements, headings="inferred"):
             if block.kind == "heading":
                 block.level = 2
             blocks.append(block)
-    return _paged(filename, blocks, options)
+    # sheets are not printed pages: no page chrome to remove (a sheet named "Page 1" or a lone number is content)
+    return ParsedDocument(blocks=blocks, page_count=len(sheets))
 
 
 def _by_sheet(found: list) -> list[tuple[str, list]]:
@@ -119,6 +135,7 @@ def read_eml(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument
 
 
 def _paged(filename: str, blocks: list[Block], options: ReadOptions) -> ParsedDocument:
+    """A document of printed pages (PDF, DOCX, PPTX): page numbers and running headers/footers are chrome."""
     pages = max((b.page for b in blocks), default=0)
     _check_pages(filename, pages, options)
     return ParsedDocument(blocks=cleaning.drop_page_chrome(blocks, pages), page_count=pages)
@@ -130,6 +147,13 @@ def _check_pages(filename: str, pages: int, options: ReadOptions) -> None:
                                 f"{filename!r} has {pages} pages; this knowledge base allows {options.max_pages}")
 
 
+_PARTITIONERS = {
+    formats.TEXT: ("unstructured.partition.text",), formats.HTML: ("unstructured.partition.html",),
+    formats.MARKDOWN: ("markdown", "unstructured.partition.html"), formats.DOCX: ("unstructured.partition.docx",),
+    formats.PPTX: ("unstructured.partition.pptx",), formats.XLSX: ("unstructured.partition.xlsx",),
+    formats.PDF: ("unstructured.partition.pdf",),
+    formats.EML: ("unstructured.partition.text", "unstructured.partition.html"),
+}
 _READERS = {
     formats.TEXT: read_text, formats.HTML: read_html, formats.MARKDOWN: read_markdown, formats.DOCX: read_docx,
     formats.PPTX: read_pptx, formats.XLSX: read_xlsx, formats.PDF: read_pdf, formats.EML: read_eml,

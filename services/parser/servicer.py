@@ -78,7 +78,9 @@ def _chunker(request: parser_pb2.ParseRequest) -> ChunkerConfig:
 def _parser_config(options: parser_pb2.ParseOptions) -> ParserConfig:
     values = {k: v for k, v in {
         "ocr_languages": tuple(options.ocr_languages), "max_file_mb": options.max_file_mb,
-        "max_pages": options.max_pages, "timeout_s": options.timeout_s}.items() if v}
+        "max_pages": options.max_pages, "timeout_s": options.timeout_s, "max_unzipped_mb": options.max_unzipped_mb,
+        "max_zip_entries": options.max_zip_entries, "max_elements": options.max_elements,
+        "max_chunks": options.max_chunks, "max_memory_mb": options.max_memory_mb}.items() if v}
     try:
         return ParserConfig(ocr=options.ocr, allow_copy_protected=options.allow_copy_protected, **values)
     except ValueError as error:

@@ -66,6 +66,9 @@ class RedisGate:
     def waiting(self, namespace: str) -> int:
         return int(self._redis.llen(self._keys(namespace)[0]))
 
+    def is_waiting(self, namespace: str, job_id: str) -> bool:
+        return self._redis.lpos(self._keys(namespace)[0], job_id) is not None
+
     def close(self) -> None:
         self._redis.close()
 
@@ -101,6 +104,10 @@ class LocalGate:
     def waiting(self, namespace: str) -> int:
         with self._lock:
             return len(self._waiting.get(namespace, ()))
+
+    def is_waiting(self, namespace: str, job_id: str) -> bool:
+        with self._lock:
+            return job_id in self._waiting.get(namespace, ())
 
     def close(self) -> None:
         pass

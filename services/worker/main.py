@@ -16,8 +16,8 @@ import threading
 
 from celery import signals
 
-from services.worker.celery_app import INGEST_QUEUE, create_celery
-from services.worker.tasks import TaskContext, register, worker_context
+from services.worker.celery_app import INGEST_QUEUE, create_celery, visibility_timeout_s
+from services.worker.tasks import TaskContext, register, resume_abandoned, worker_context
 from shared.config import Settings
 from shared.server import ServiceServer
 
@@ -39,6 +39,9 @@ def build(settings: Settings):
             return built[0]
 
     register(app, context)
+    # a live job updates its record at least once per step deadline; one silent for longer was abandoned
+    idle_s = visibility_timeout_s(settings.ingest_step_timeout_s)
+    signals.worker_ready.connect(lambda **_: resume_abandoned(context(), idle_s=idle_s), weak=False)
     health = ServiceServer("worker", host=settings.host, port=settings.port_of(settings.worker_addr))
     return app, health
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 
+from services.parser.errors import reason_of
 from shared import tenancy
 from shared.clients import IndexerClient, ParserClient
 from shared.contracts import gateway_pb2, indexer_pb2, parser_pb2
@@ -65,12 +66,13 @@ def _run(job_id: str, job: gateway_pb2.IngestJob, *, jobs: JobStore, catalog: Kn
             kb=job.kb, namespace=job.namespace, doc_id=parsed.doc_id, content_hash=parsed.content_hash,
             chunks=parsed.chunks, source_uri=job.filename,
         ), step_timeout_s)
-        if indexed is not None and jobs.update(job_id, state=gateway_pb2.JOB_STATE_DONE,
+        if indexed is not None and jobs.update(job_id, state=gateway_pb2.JOB_STATE_DONE, error="",
                                                 chunks_done=len(parsed.chunks), outcome=indexed.outcome):
             upload.unlink(missing_ok=True)
-    except DeadlineExceeded:
-        jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED,
-                    error=f"{step} step of {job.filename!r} exceeded its {step_timeout_s or 'default'} s deadline")
+    except DeadlineExceeded as error:
+        # the parser's own per-file limit names itself; only a step deadline of this caller is described here
+        jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error) if reason_of(error) else
+                    f"{step} step of {job.filename!r} exceeded its {step_timeout_s or 'default'} s deadline")
     except RagkbError as error:
         jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error))
     except Exception as error:  # a job must end in a state, whatever went wrong

@@ -15,12 +15,14 @@ from concurrent import futures
 from typing import Protocol
 
 from services.worker.fairness import LocalGate, RedisGate
-from services.worker.tasks import TaskContext, publish, run_and_hand_off
+from services.worker.tasks import TaskContext, publish, resume_abandoned, run_and_hand_off
 from shared.jobs import JobStore
 
 
 class JobQueue(Protocol):
     def submit(self, job_id: str, namespace: str) -> None: ...
+
+    def resume_abandoned(self) -> list[str]: ...
 
     def close(self) -> None: ...
 
@@ -40,6 +42,10 @@ class InProcessQueue:
         for admitted in self._gate.admit(namespace, job_id):
             self._dispatch(admitted)
 
+    def resume_abandoned(self) -> list[str]:
+        """Every active job in the store was left by a process that died: this queue is the only runner."""
+        return resume_abandoned(self._context)
+
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)
 
@@ -56,6 +62,10 @@ class CeleryQueue:
     def submit(self, job_id: str, namespace: str) -> None:
         for admitted in self._gate.admit(namespace, job_id):
             publish(self._app, admitted)
+
+    def resume_abandoned(self) -> list[str]:
+        """Nothing here: each Celery worker resumes abandoned jobs when it starts (services.worker.main)."""
+        return []
 
     def close(self) -> None:
         self._gate.close()

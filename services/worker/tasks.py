@@ -15,7 +15,8 @@ from celery import Celery
 
 from services.worker.celery_app import INGEST_QUEUE, INGEST_TASK
 from services.worker.pipeline import run_ingest_job
-from shared.jobs import FINAL_STATES, JobStore
+from shared.contracts import gateway_pb2
+from shared.jobs import FINAL_STATES, RUNNING_STATES, JobStore
 
 log = logging.getLogger("ragkb.worker")
 
@@ -36,6 +37,32 @@ def run_and_hand_off(context: TaskContext, job_id: str) -> str:
         for admitted in context.gate.release(job.namespace, job_id):
             context.dispatch(admitted)
     return job.job_id
+
+
+def resume_abandoned(context: TaskContext, *, idle_s: float = 0.0) -> list[str]:
+    """Run again the jobs a dead process left queued or running; returns their ids.
+
+    A running one goes back to queued with a note naming where it stopped (its
+    partial writes are rolled back by the indexer, see `Reconciler.roll_back_interrupted`).
+    Its namespace slot is released and the job admitted again, unless it is still
+    waiting in the gate, so the fairness bound holds and nothing runs twice.
+    """
+    resumed = []
+    for job in context.jobs.abandoned(idle_s=idle_s):
+        if job.state in RUNNING_STATES:
+            state = gateway_pb2.JobState.Name(job.state).removeprefix("JOB_STATE_").lower()
+            if not context.jobs.requeue(job.job_id, f"interrupted while {state} (the process running it stopped; "
+                                                    f"attempt {job.attempts} of {context.jobs.max_attempts})"):
+                continue
+        if context.gate.is_waiting(job.namespace, job.job_id):
+            continue
+        for admitted in context.gate.release(job.namespace, job.job_id) + context.gate.admit(job.namespace,
+                                                                                               job.job_id):
+            context.dispatch(admitted)
+        resumed.append(job.job_id)
+    if resumed:
+        log.warning("resumed %d ingestion jobs left unfinished by a stopped process", len(resumed))
+    return resumed
 
 
 def publish(app: Celery, job_id: str) -> None:

@@ -8,6 +8,7 @@ subprocesses pointed at those servers.
 from __future__ import annotations
 
 import io
+import sqlite3
 from contextlib import redirect_stdout
 
 import pytest
@@ -21,6 +22,7 @@ from services.worker.fairness import RedisGate
 from shared import components
 from shared.config import Settings
 from shared.contracts import chunk_pb2
+from shared.jobs import JobStore
 from shared.kb import KnowledgeBaseCatalog
 from tests.conftest import SAMPLES, shared_data
 from tests.integration.ingestion_support import Worker, start_redis, wait_for
@@ -41,7 +43,8 @@ def redis(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stack(redis, tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("data"), broker_url=redis.url, ingest_workers=1,
-                        ingest_namespace_slots=SLOTS, ingest_step_timeout_s=STEP_TIMEOUT_S, reconcile_interval_s=0)
+                        ingest_namespace_slots=SLOTS, ingest_step_timeout_s=STEP_TIMEOUT_S, reconcile_interval_s=0,
+                        rpc_timeout_s=300)  # a new KB loads its embedder within the call; the machine is shared
     running = EmbeddedStack(settings, ephemeral_ports=True).start()
     yield running
     running.stop()
@@ -164,7 +167,7 @@ def test_good_files_finish_and_hostile_files_fail_with_their_reason(stack, clien
     assert retried["job_id"] != failed["job_id"] and retried["state"] == "queued"
     again = client.wait([retried["job_id"]], timeout_s=120)[0]
     assert again["state"] == "failed" and again["error"] == failed["error"]
-    with pytest.raises(RagkbApiError, match="only failed or cancelled"):
+    with pytest.raises(RagkbApiError, match="no longer stored"):  # a done job's upload is released
         client.retry_job(finished[good[0][1]]["job_id"])
 
 
@@ -319,3 +322,26 @@ def test_a_bulk_namespace_does_not_delay_another_beyond_the_bound(stack, client)
         gate.close()
     with pytest.raises(RagkbApiError, match="only queued or running"):
         client.cancel_job(finished[0]["job_id"])
+
+
+def test_a_starting_worker_resumes_jobs_left_behind_by_dead_processes(stack, client, workers):
+    """One job was recorded but never published (its gateway died), one was picked up by a worker whose
+    task message is gone; both have been silent past the visibility timeout. A worker starting runs them."""
+    client.create_kb("resume")
+    jobs = JobStore(stack.settings.data_dir)
+    try:
+        lost = jobs.create(kb="resume", namespace="default", doc_id="lost.md", filename="lost.md",
+                           content=b"# Lost\n\nThe lost job is found by the next worker.")
+        stuck = jobs.create(kb="resume", namespace="default", doc_id="stuck.md", filename="stuck.md",
+                            content=b"# Stuck\n\nThe stuck job is finished by the next worker.")
+        assert jobs.start(stuck.job_id)
+    finally:
+        jobs.close()
+    with sqlite3.connect(stack.settings.data_dir / "jobs.sqlite") as db:
+        db.execute("UPDATE jobs SET updated_at = '2000-01-01T00:00:00.000000+00:00' WHERE job_id IN (?, ?)",
+                   (lost.job_id, stuck.job_id))
+    workers.current.stop()
+    workers.start()
+    finished = {job["doc_id"]: job for job in client.wait([lost.job_id, stuck.job_id], timeout_s=600)}
+    assert [finished[d]["state"] for d in ("lost.md", "stuck.md")] == ["done", "done"]
+    assert (finished["lost.md"]["attempts"], finished["stuck.md"]["attempts"]) == (1, 2)

@@ -108,3 +108,33 @@ def test_periodic_reconciler_validates_its_interval(env):
     reconciler = Reconciler(Indexer(settings, catalog, registry), catalog, registry)
     with pytest.raises(ValueError, match="got -1"):
         PeriodicReconciler(reconciler, catalog, -1)
+
+
+@pytest.mark.parametrize("had_a_complete_version", [pytest.param(True, id="update"),
+                                                    pytest.param(False, id="first-version")])
+def test_a_restarted_indexer_rolls_an_interrupted_write_back(env, monkeypatch, had_a_complete_version):
+    settings, catalog, registry = env
+    kb = f"restart-{had_a_complete_version:d}"
+    crashed = Indexer(settings, catalog, registry)
+    crashed.create_kb(kb, config_yaml="embedder: {batch_size: 8}")
+    old = chunks(kb, "doc", 6, "old") if had_a_complete_version else []
+    if old:
+        crashed.index_document(kb, "default", "doc", "h1", old)
+    steps = crashed.index_steps(kb, "default", "doc", "h2", chunks(kb, "doc", 30, "new"))
+    for _ in range(3):
+        next(steps)
+    monkeypatch.setattr(crashed, "_roll_back", lambda *args: None)  # the process died: nothing is undone
+    steps.close()
+    assert registry.counts(kb) == (0, 0)  # a document is counted once a version of it is complete
+
+    restarted = Reconciler(Indexer(settings, catalog, registry), catalog, registry)
+    assert restarted.roll_back_interrupted() == 1
+    keyword, vector = stored(settings, catalog, kb, "doc")
+    assert keyword == vector == {c.chunk_id for c in old}
+    entry = registry.get(kb, "default", "doc")
+    if old:
+        assert entry.status == INDEXED and set(entry.chunk_ids) == keyword and entry.version == 1
+        assert entry.content_hash == ""  # unknown after the rollback: the next ingestion re-indexes
+    else:
+        assert entry is None
+    assert restarted.reconcile(kb).repairs == []

@@ -13,6 +13,7 @@ from services.gateway.sync import plan_sync
 from services.worker.celery_app import create_celery, visibility_timeout_s
 from services.worker.fairness import LocalGate
 from services.worker.queue import InProcessQueue
+from services.worker.tasks import TaskContext, resume_abandoned
 from shared.config import Settings
 from shared.contracts import gateway_pb2, indexer_pb2
 from shared.errors import FailedPrecondition, InvalidArgument
@@ -64,14 +65,71 @@ def test_retry_makes_a_new_job_from_the_saved_upload(jobs):
 
 
 @pytest.mark.parametrize("state", [
-    pytest.param(gateway_pb2.JOB_STATE_QUEUED, id="queued"),
-    pytest.param(gateway_pb2.JOB_STATE_DONE, id="done"),
+    pytest.param(gateway_pb2.JOB_STATE_PARSING, id="parsing"),
+    pytest.param(gateway_pb2.JOB_STATE_EMBEDDING, id="embedding"),
+    pytest.param(gateway_pb2.JOB_STATE_INDEXING, id="indexing"),
 ])
-def test_only_failed_or_cancelled_jobs_can_be_retried(jobs, state):
+def test_a_running_job_cannot_be_retried(jobs, state):
     job = new_job(jobs)
     jobs.update(job.job_id, state=state)
-    with pytest.raises(FailedPrecondition, match="only failed or cancelled"):
+    with pytest.raises(FailedPrecondition, match="running job cannot be retried"):
         jobs.retry(job.job_id)
+
+
+@pytest.mark.parametrize("state", [
+    pytest.param(gateway_pb2.JOB_STATE_QUEUED, id="queued"),
+    pytest.param(gateway_pb2.JOB_STATE_DONE, id="done"),
+    pytest.param(gateway_pb2.JOB_STATE_CANCELLED, id="cancelled"),
+])
+def test_any_job_that_is_not_running_can_be_retried(jobs, state):
+    job = new_job(jobs)
+    jobs.update(job.job_id, state=state)
+    retried = jobs.retry(job.job_id)
+    assert retried.state == gateway_pb2.JOB_STATE_QUEUED
+    old = jobs.get(job.job_id)
+    if state == gateway_pb2.JOB_STATE_QUEUED:  # the stuck one can never run next to its replacement
+        assert old.state == gateway_pb2.JOB_STATE_CANCELLED and retried.job_id in old.error
+    else:
+        assert old.state == state
+
+
+def test_a_job_started_too_often_fails_with_the_retry_limit_and_its_last_interruption(tmp_path):
+    store = JobStore(tmp_path, max_attempts=2)
+    try:
+        job = new_job(store)
+        for _ in range(2):
+            assert store.start(job.job_id)
+            store.requeue(job.job_id, "interrupted while parsing")
+        assert not store.start(job.job_id)
+        failed = store.get(job.job_id)
+        assert failed.state == gateway_pb2.JOB_STATE_FAILED and failed.attempts == 2
+        assert failed.error == "retry_limit: started 2 times without finishing; last: interrupted while parsing"
+    finally:
+        store.close()
+
+
+def test_abandoned_lists_active_jobs_idle_for_the_given_time(jobs):
+    queued, running, done = new_job(jobs, name="q.md"), new_job(jobs, name="r.md"), new_job(jobs, name="d.md")
+    jobs.start(running.job_id)
+    jobs.update(done.job_id, state=gateway_pb2.JOB_STATE_DONE)
+    assert {j.job_id for j in jobs.abandoned()} == {queued.job_id, running.job_id}
+    assert jobs.abandoned(idle_s=3600) == []  # all were touched just now
+
+
+def test_resume_requeues_running_jobs_with_a_note_and_admits_each_once(jobs):
+    queued, running, waiting = new_job(jobs, name="q.md"), new_job(jobs, name="r.md"), new_job(jobs, name="w.md")
+    jobs.start(running.job_id)
+    gate = LocalGate(slots=1)
+    assert gate.admit("default", "busy") == ["busy"]  # the one slot is taken
+    assert gate.admit("default", waiting.job_id) == []  # still waiting in the gate: must not be added twice
+    dispatched: list[str] = []
+    context = TaskContext(jobs=jobs, run_job=lambda job_id: None, gate=gate, dispatch=dispatched.append)
+    assert sorted(resume_abandoned(context)) == sorted([queued.job_id, running.job_id])
+    assert dispatched == [] and gate.waiting("default") == 3
+    note = jobs.get(running.job_id)
+    assert note.state == gateway_pb2.JOB_STATE_QUEUED
+    assert note.error == "interrupted while parsing (the process running it stopped; attempt 1 of 3)"
+    assert gate.release("default", "busy") == [waiting.job_id]  # the fairness order is kept
 
 
 def test_retry_without_the_upload_says_so(jobs):

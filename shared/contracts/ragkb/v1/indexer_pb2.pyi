@@ -130,7 +130,7 @@ class ListDocumentsRequest(_message.Message):
     def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class DocumentRecord(_message.Message):
-    __slots__ = ("doc_id", "namespace", "version", "content_hash", "chunk_count", "source_uri", "updated_at")
+    __slots__ = ("doc_id", "namespace", "version", "content_hash", "chunk_count", "source_uri", "updated_at", "status")
     DOC_ID_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -138,6 +138,7 @@ class DocumentRecord(_message.Message):
     CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     doc_id: str
     namespace: str
     version: int
@@ -145,7 +146,8 @@ class DocumentRecord(_message.Message):
     chunk_count: int
     source_uri: str
     updated_at: str
-    def __init__(self, doc_id: _Optional[str] = ..., namespace: _Optional[str] = ..., version: _Optional[int] = ..., content_hash: _Optional[str] = ..., chunk_count: _Optional[int] = ..., source_uri: _Optional[str] = ..., updated_at: _Optional[str] = ...) -> None: ...
+    status: str
+    def __init__(self, doc_id: _Optional[str] = ..., namespace: _Optional[str] = ..., version: _Optional[int] = ..., content_hash: _Optional[str] = ..., chunk_count: _Optional[int] = ..., source_uri: _Optional[str] = ..., updated_at: _Optional[str] = ..., status: _Optional[str] = ...) -> None: ...
 
 class ListDocumentsResponse(_message.Message):
     __slots__ = ("documents",)
@@ -194,15 +196,19 @@ class DocumentRepair(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., doc_id: _Optional[str] = ..., restored_keyword: _Optional[int] = ..., restored_vector: _Optional[int] = ..., strays_deleted: _Optional[int] = ..., unrecoverable: _Optional[int] = ..., action: _Optional[str] = ...) -> None: ...
 
 class ReconcileReport(_message.Message):
-    __slots__ = ("kb", "documents_checked", "chunks_checked", "repairs", "skipped")
+    __slots__ = ("kb", "documents_checked", "chunks_checked", "repairs", "skipped", "keyword_chunks", "vector_chunks")
     KB_FIELD_NUMBER: _ClassVar[int]
     DOCUMENTS_CHECKED_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_CHECKED_FIELD_NUMBER: _ClassVar[int]
     REPAIRS_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_CHUNKS_FIELD_NUMBER: _ClassVar[int]
     kb: str
     documents_checked: int
     chunks_checked: int
     repairs: _containers.RepeatedCompositeFieldContainer[DocumentRepair]
     skipped: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, kb: _Optional[str] = ..., documents_checked: _Optional[int] = ..., chunks_checked: _Optional[int] = ..., repairs: _Optional[_Iterable[_Union[DocumentRepair, _Mapping]]] = ..., skipped: _Optional[_Iterable[str]] = ...) -> None: ...
+    keyword_chunks: int
+    vector_chunks: int
+    def __init__(self, kb: _Optional[str] = ..., documents_checked: _Optional[int] = ..., chunks_checked: _Optional[int] = ..., repairs: _Optional[_Iterable[_Union[DocumentRepair, _Mapping]]] = ..., skipped: _Optional[_Iterable[str]] = ..., keyword_chunks: _Optional[int] = ..., vector_chunks: _Optional[int] = ...) -> None: ...

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from shared.contracts.ragkb.v1 import chunk_pb2 as ragkb_dot_v1_dot_chunk__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15ragkb/v1/parser.proto\x12\x08ragkb.v1\x1a\x14ragkb/v1/chunk.proto\"\xde\x02\n\x0cParseRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\x12\x10\n\x08\x66ilename\x18\x04 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x05 \x01(\x0c\x12)\n\x07\x63hunker\x18\x06 \x01(\x0b\x32\x18.ragkb.v1.ChunkerOptions\x12\x36\n\x08metadata\x18\x07 \x03(\x0b\x32$.ragkb.v1.ParseRequest.MetadataEntry\x12\x17\n\x0ftokenizer_model\x18\x08 \x01(\t\x12\'\n\x07options\x18\t \x01(\x0b\x32\x16.ragkb.v1.ParseOptions\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8b\x01\n\x0cParseOptions\x12\x0b\n\x03ocr\x18\x01 \x01(\x08\x12\x15\n\rocr_languages\x18\x02 \x03(\t\x12\x13\n\x0bmax_file_mb\x18\x03 \x01(\x01\x12\x11\n\tmax_pages\x18\x04 \x01(\x05\x12\x11\n\ttimeout_s\x18\x05 \x01(\x01\x12\x1c\n\x14\x61llow_copy_protected\x18\x06 \x01(\x08\"\xd5\x01\n\x0e\x43hunkerOptions\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmax_chars\x18\x02 \x01(\x05\x12\x1a\n\roverlap_chars\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x1e\n\x11min_section_chars\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x12\n\nmax_tokens\x18\x05 \x01(\x05\x12\x19\n\x0ctoken_margin\x18\x06 \x01(\x05H\x02\x88\x01\x01\x42\x10\n\x0e_overlap_charsB\x14\n\x12_min_section_charsB\x0f\n\r_token_margin\"\xe8\x01\n\rParseResponse\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x02 \x01(\t\x12(\n\x06\x63hunks\x18\x03 \x03(\x0b\x32\x18.ragkb.v1.KnowledgeChunk\x12\x15\n\rdetected_type\x18\x04 \x01(\t\x12\x19\n\x11\x64\x65tected_encoding\x18\x05 \x01(\t\x12/\n\x0b\x61ttachments\x18\x06 \x03(\x0b\x32\x1a.ragkb.v1.ParsedAttachment\x12\x10\n\x08warnings\x18\x07 \x03(\t\x12\x12\n\npage_count\x18\x08 \x01(\x05\"\x8b\x01\n\x10ParsedAttachment\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x03 \x01(\t\x12(\n\x06\x63hunks\x18\x04 \x03(\x0b\x32\x18.ragkb.v1.KnowledgeChunk\x12\x15\n\rdetected_type\x18\x05 \x01(\t\"?\n\x15SupportedTypesRequest\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\",\n\x16SupportedTypesResponse\x12\x12\n\nextensions\x18\x01 \x03(\t2\x9e\x01\n\rParserService\x12\x38\n\x05Parse\x12\x16.ragkb.v1.ParseRequest\x1a\x17.ragkb.v1.ParseResponse\x12S\n\x0eSupportedTypes\x12\x1f.ragkb.v1.SupportedTypesRequest\x1a .ragkb.v1.SupportedTypesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15ragkb/v1/parser.proto\x12\x08ragkb.v1\x1a\x14ragkb/v1/chunk.proto\"\xde\x02\n\x0cParseRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\x12\x10\n\x08\x66ilename\x18\x04 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x05 \x01(\x0c\x12)\n\x07\x63hunker\x18\x06 \x01(\x0b\x32\x18.ragkb.v1.ChunkerOptions\x12\x36\n\x08metadata\x18\x07 \x03(\x0b\x32$.ragkb.v1.ParseRequest.MetadataEntry\x12\x17\n\x0ftokenizer_model\x18\x08 \x01(\t\x12\'\n\x07options\x18\t \x01(\x0b\x32\x16.ragkb.v1.ParseOptions\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xfe\x01\n\x0cParseOptions\x12\x0b\n\x03ocr\x18\x01 \x01(\x08\x12\x15\n\rocr_languages\x18\x02 \x03(\t\x12\x13\n\x0bmax_file_mb\x18\x03 \x01(\x01\x12\x11\n\tmax_pages\x18\x04 \x01(\x05\x12\x11\n\ttimeout_s\x18\x05 \x01(\x01\x12\x1c\n\x14\x61llow_copy_protected\x18\x06 \x01(\x08\x12\x17\n\x0fmax_unzipped_mb\x18\x14 \x01(\x01\x12\x17\n\x0fmax_zip_entries\x18\x15 \x01(\x05\x12\x14\n\x0cmax_elements\x18\x16 \x01(\x05\x12\x12\n\nmax_chunks\x18\x17 \x01(\x05\x12\x15\n\rmax_memory_mb\x18\x18 \x01(\x05\"\xd5\x01\n\x0e\x43hunkerOptions\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmax_chars\x18\x02 \x01(\x05\x12\x1a\n\roverlap_chars\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x1e\n\x11min_section_chars\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x12\n\nmax_tokens\x18\x05 \x01(\x05\x12\x19\n\x0ctoken_margin\x18\x06 \x01(\x05H\x02\x88\x01\x01\x42\x10\n\x0e_overlap_charsB\x14\n\x12_min_section_charsB\x0f\n\r_token_margin\"\xe8\x01\n\rParseResponse\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x02 \x01(\t\x12(\n\x06\x63hunks\x18\x03 \x03(\x0b\x32\x18.ragkb.v1.KnowledgeChunk\x12\x15\n\rdetected_type\x18\x04 \x01(\t\x12\x19\n\x11\x64\x65tected_encoding\x18\x05 \x01(\t\x12/\n\x0b\x61ttachments\x18\x06 \x03(\x0b\x32\x1a.ragkb.v1.ParsedAttachment\x12\x10\n\x08warnings\x18\x07 \x03(\t\x12\x12\n\npage_count\x18\x08 \x01(\x05\"\x8b\x01\n\x10ParsedAttachment\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x03 \x01(\t\x12(\n\x06\x63hunks\x18\x04 \x03(\x0b\x32\x18.ragkb.v1.KnowledgeChunk\x12\x15\n\rdetected_type\x18\x05 \x01(\t\"?\n\x15SupportedTypesRequest\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\",\n\x16SupportedTypesResponse\x12\x12\n\nextensions\x18\x01 \x03(\t2\x9e\x01\n\rParserService\x12\x38\n\x05Parse\x12\x16.ragkb.v1.ParseRequest\x1a\x17.ragkb.v1.ParseResponse\x12S\n\x0eSupportedTypes\x12\x1f.ragkb.v1.SupportedTypesRequest\x1a .ragkb.v1.SupportedTypesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,17 +39,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PARSEREQUEST_METADATAENTRY']._serialized_start=361
   _globals['_PARSEREQUEST_METADATAENTRY']._serialized_end=408
   _globals['_PARSEOPTIONS']._serialized_start=411
-  _globals['_PARSEOPTIONS']._serialized_end=550
-  _globals['_CHUNKEROPTIONS']._serialized_start=553
-  _globals['_CHUNKEROPTIONS']._serialized_end=766
-  _globals['_PARSERESPONSE']._serialized_start=769
-  _globals['_PARSERESPONSE']._serialized_end=1001
-  _globals['_PARSEDATTACHMENT']._serialized_start=1004
-  _globals['_PARSEDATTACHMENT']._serialized_end=1143
-  _globals['_SUPPORTEDTYPESREQUEST']._serialized_start=1145
-  _globals['_SUPPORTEDTYPESREQUEST']._serialized_end=1208
-  _globals['_SUPPORTEDTYPESRESPONSE']._serialized_start=1210
-  _globals['_SUPPORTEDTYPESRESPONSE']._serialized_end=1254
-  _globals['_PARSERSERVICE']._serialized_start=1257
-  _globals['_PARSERSERVICE']._serialized_end=1415
+  _globals['_PARSEOPTIONS']._serialized_end=665
+  _globals['_CHUNKEROPTIONS']._serialized_start=668
+  _globals['_CHUNKEROPTIONS']._serialized_end=881
+  _globals['_PARSERESPONSE']._serialized_start=884
+  _globals['_PARSERESPONSE']._serialized_end=1116
+  _globals['_PARSEDATTACHMENT']._serialized_start=1119
+  _globals['_PARSEDATTACHMENT']._serialized_end=1258
+  _globals['_SUPPORTEDTYPESREQUEST']._serialized_start=1260
+  _globals['_SUPPORTEDTYPESREQUEST']._serialized_end=1323
+  _globals['_SUPPORTEDTYPESRESPONSE']._serialized_start=1325
+  _globals['_SUPPORTEDTYPESRESPONSE']._serialized_end=1369
+  _globals['_PARSERSERVICE']._serialized_start=1372
+  _globals['_PARSERSERVICE']._serialized_end=1530
 # @@protoc_insertion_point(module_scope)

@@ -39,20 +39,30 @@ class ParseRequest(_message.Message):
     def __init__(self, kb: _Optional[str] = ..., namespace: _Optional[str] = ..., doc_id: _Optional[str] = ..., filename: _Optional[str] = ..., content: _Optional[bytes] = ..., chunker: _Optional[_Union[ChunkerOptions, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., tokenizer_model: _Optional[str] = ..., options: _Optional[_Union[ParseOptions, _Mapping]] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class ParseOptions(_message.Message):
-    __slots__ = ("ocr", "ocr_languages", "max_file_mb", "max_pages", "timeout_s", "allow_copy_protected")
+    __slots__ = ("ocr", "ocr_languages", "max_file_mb", "max_pages", "timeout_s", "allow_copy_protected", "max_unzipped_mb", "max_zip_entries", "max_elements", "max_chunks", "max_memory_mb")
     OCR_FIELD_NUMBER: _ClassVar[int]
     OCR_LANGUAGES_FIELD_NUMBER: _ClassVar[int]
     MAX_FILE_MB_FIELD_NUMBER: _ClassVar[int]
     MAX_PAGES_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     ALLOW_COPY_PROTECTED_FIELD_NUMBER: _ClassVar[int]
+    MAX_UNZIPPED_MB_FIELD_NUMBER: _ClassVar[int]
+    MAX_ZIP_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_ELEMENTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     ocr: bool
     ocr_languages: _containers.RepeatedScalarFieldContainer[str]
     max_file_mb: float
     max_pages: int
     timeout_s: float
     allow_copy_protected: bool
-    def __init__(self, ocr: bool = ..., ocr_languages: _Optional[_Iterable[str]] = ..., max_file_mb: _Optional[float] = ..., max_pages: _Optional[int] = ..., timeout_s: _Optional[float] = ..., allow_copy_protected: bool = ...) -> None: ...
+    max_unzipped_mb: float
+    max_zip_entries: int
+    max_elements: int
+    max_chunks: int
+    max_memory_mb: int
+    def __init__(self, ocr: bool = ..., ocr_languages: _Optional[_Iterable[str]] = ..., max_file_mb: _Optional[float] = ..., max_pages: _Optional[int] = ..., timeout_s: _Optional[float] = ..., allow_copy_protected: bool = ..., max_unzipped_mb: _Optional[float] = ..., max_zip_entries: _Optional[int] = ..., max_elements: _Optional[int] = ..., max_chunks: _Optional[int] = ..., max_memory_mb: _Optional[int] = ...) -> None: ...
 
 class ChunkerOptions(_message.Message):
     __slots__ = ("name", "max_chars", "overlap_chars", "min_section_chars", "max_tokens", "token_margin")

@@ -130,7 +130,7 @@ class EmbedderConfig(_Section):
     model: str = "all-MiniLM-L6-v2"  # a shipped model name or a local directory
     batch_size: int = Field(32, ge=1, le=1024)
     device: str = "cpu"
-    languages: tuple[str, ...] = ("en",)  # languages the model understands; others get a lower dense weight
+    languages: tuple[str, ...] = ("en",)  # declared languages (informational: fusion measures what the model reads)
 
 
 class KeywordStoreConfig(_Section):
@@ -160,6 +160,17 @@ class VectorStoreConfig(_Section):
     search_consistency: Literal["Session", "Strong", "Bounded", "Eventually"] = "Session"
 
 
+class FusionTuning(_Section):
+    """The measurement behind a KB's fusion settings (`ragkb tune`)."""
+
+    questions: str  # the question file tuned on
+    tuned_at: str  # ISO 8601, UTC
+    tuning_queries: int = Field(ge=0)
+    unseen_queries: int = Field(ge=0)
+    # nDCG@10 per part ("tuning", "unseen") and row ("bm25", "dense", "hybrid", "hybrid_before")
+    ndcg10: dict[str, dict[str, float]]
+
+
 class RetrieverConfig(_Section):
     top_k: int = Field(8, ge=1, le=200)
     candidate_depth: int = Field(40, ge=1, le=1000)
@@ -169,9 +180,17 @@ class RetrieverConfig(_Section):
     rrf_k: int = Field(60, ge=1)
     bm25_weight: float = Field(1.0, ge=0)
     dense_weight: float = Field(1.0, ge=0)
-    # dense weight used when the query's language is not one the embedder declares
-    dense_weight_foreign_language: float = Field(0.2, ge=0)
     route_timeout_s: float = Field(10.0, gt=0)
+    # fusion (services/retriever/fusion.py): weighted RRF, or a convex combination of normalised scores
+    fusion: Literal["rrf", "convex"] = "rrf"
+    normalization: Literal["minmax", "zscore", "theoretical_min"] = "zscore"  # convex only
+    # route competence (services/retriever/competence.py): each route weight is multiplied by a measured
+    # competence in [0, 1]; dense is 0 when this share of the query's (or its hits') tokens is unknown to
+    # the embedder's tokenizer, BM25 is full once this share of the query's terms occurs in its hits
+    dense_max_unknown_share: float = Field(0.25, gt=0, le=1)
+    bm25_min_term_coverage: float = Field(0.5, gt=0, le=1)
+    tuning: FusionTuning | None = None  # written by `ragkb tune`: what the weights were fitted on, and how well
+
 
 
 class RerankerConfig(_Section):

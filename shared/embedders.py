@@ -38,6 +38,10 @@ class Embedder(Protocol):
 
     def count_tokens(self, text: str) -> int: ...
 
+    def unknown_token_share(self, text: str) -> float:
+        """Share of the text's tokens the model's tokenizer maps to its unknown token (0 for empty text)."""
+        ...
+
 
 def resolve_model_dir(model: str) -> Path:
     """A shipped model name or a local directory -> the model directory (never a hub download)."""
@@ -103,6 +107,18 @@ class SentenceTransformerEmbedder:
     def count_tokens(self, text: str) -> int:
         with self._lock:  # a fast tokenizer used from two threads raises "Already borrowed"
             return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+
+    def unknown_token_share(self, text: str) -> float:
+        with self._lock:
+            tokenizer = self._model.tokenizer
+            ids = tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"]
+        return unknown_share(ids, tokenizer.unk_token_id)
+
+
+def unknown_share(token_ids: list[int], unk_token_id: int | None) -> float:
+    if not token_ids or unk_token_id is None:
+        return 0.0
+    return sum(1 for token_id in token_ids if token_id == unk_token_id) / len(token_ids)
 
 
 def _dimension_of(model) -> int:

@@ -291,7 +291,7 @@ def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", li
         if tuning_data:
             tuning_runs = collect_runs(retriever, kb_name, _questions(tuning_data), search_filter, depth=DEPTH,
                                        progress="tune")
-            fitted = fit(tuning_runs)
+            fitted = fit(tuning_runs, kb.retriever.sparse_weight)
             catalog.replace(kb.model_copy(update={"retriever": fitted.apply(kb.retriever)}))
             tuning = {"split": tune_split, "fusion": fitted.spec.describe(), "weights": fitted.weights,
                       "tuning_ndcg@10": route_ndcg(tuning_runs) | {"hybrid_fitted": round(fitted.ndcg10, 4)},

@@ -129,7 +129,7 @@ def collect_runs(retriever, kb_name: str, questions: list[Question], search_filt
         result = retriever.retrieve(kb_name, question.text, search_filter, top_k=depth or JUDGED_DEPTH,
                                     candidate_depth=depth)
         total_ms = (time.perf_counter() - started) * 1000
-        lists = {"bm25": result.bm25, "dense": result.dense}
+        lists = {"bm25": result.bm25, "dense": result.dense} | ({"sparse": result.sparse} if result.sparse else {})
         pool = {c.chunk.chunk_id: c.chunk for cs in (*lists.values(), result.candidates) for c in cs}
         unit_of, judged = judgements(question, pool)
         runs.append(QueryRun(
@@ -177,26 +177,27 @@ def route_ndcg(runs: list[QueryRun]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in rows.items()}
 
 
-def grid(runs: list[QueryRun]) -> dict[str, list[float]]:
+def grid(runs: list[QueryRun], sparse_weight: float = 1.0) -> dict[str, list[float]]:
     """Mean nDCG@10 of every fusion (SPECS) at every dense share (DENSE_SHARES)."""
-    return {spec.describe(): [mean_ndcg(runs, spec, share_weights(share)) for share in DENSE_SHARES]
+    return {spec.describe(): [mean_ndcg(runs, spec, share_weights(share, sparse_weight)) for share in DENSE_SHARES]
             for spec in SPECS}
 
 
-def share_weights(share: float) -> dict[str, float]:
-    return {"bm25": round(1 - share, 1), "dense": share}
+def share_weights(share: float, sparse_weight: float = 1.0) -> dict[str, float]:
+    """BM25 and dense split one unit of weight; the sparse route (bge-m3) keeps the KB's weight, not fitted."""
+    return {"bm25": round(1 - share, 1), "dense": share, "sparse": sparse_weight}
 
 
-def fit(runs: list[QueryRun]) -> Fitted:
+def fit(runs: list[QueryRun], sparse_weight: float = 1.0) -> Fitted:
     """The setting (fusion spec x dense share) with the best mean nDCG@10; ties keep the earlier one."""
     if not runs:
         raise InvalidArgument("no tuning questions to fit on")
-    scores = grid(runs)
+    scores = grid(runs, sparse_weight)
     best_score, best_spec, best_share = max(
         ((score, spec, share) for spec in SPECS for share, score in zip(DENSE_SHARES, scores[spec.describe()])),
         key=lambda item: item[0])  # max keeps the first of equal scores
     rounded = {name: [round(score, 4) for score in row] for name, row in scores.items()}
-    return Fitted(best_spec, share_weights(best_share), best_score, rounded)
+    return Fitted(best_spec, share_weights(best_share, sparse_weight), best_score, rounded)
 
 
 def tune_kb(settings, kb_name: str, questions_path: Path, namespaces: list[str], *, force: bool = False) -> dict:
@@ -222,7 +223,7 @@ def tune_kb(settings, kb_name: str, questions_path: Path, namespaces: list[str],
         unseen_runs = collect_runs(retriever, kb_name, unseen, search_filter, progress="unseen part")
     finally:
         retriever.close()
-    fitted = fit(tuning_runs)
+    fitted = fit(tuning_runs, kb.retriever.sparse_weight)
     current = (fusion_spec(kb.retriever), base_weights(kb.retriever))
     ndcg = {"tuning": route_ndcg(tuning_runs) | {"hybrid_before": round(mean_ndcg(tuning_runs, *current), 4),
                                                  "hybrid": round(fitted.ndcg10, 4)},

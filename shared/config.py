@@ -126,11 +126,13 @@ class ParserConfig(_Section):
 
 
 class EmbedderConfig(_Section):
-    name: str = "sentence-transformers"
+    name: str = "sentence-transformers"  # sentence-transformers | bge-m3 (FlagEmbedding BGEM3FlagModel, local dir)
     model: str = "all-MiniLM-L6-v2"  # a shipped model name or a local directory
     batch_size: int = Field(32, ge=1, le=1024)
     device: str = "cpu"
     languages: tuple[str, ...] = ("en",)  # declared languages (informational: fusion measures what the model reads)
+    max_tokens: int = Field(8192, ge=16, le=8192)  # bge-m3: input limit (8192 is the model's own)
+    use_fp16: bool = False  # bge-m3 on a GPU
 
 
 class KeywordStoreConfig(_Section):
@@ -189,6 +191,7 @@ class RetrieverConfig(_Section):
     # the embedder's tokenizer, BM25 is full once this share of the query's terms occurs in its hits
     dense_max_unknown_share: float = Field(0.25, gt=0, le=1)
     bm25_min_term_coverage: float = Field(0.5, gt=0, le=1)
+    sparse_weight: float = Field(1.0, ge=0)  # the sparse route (bge-m3 lexical weights), when the embedder has one
     tuning: FusionTuning | None = None  # written by `ragkb tune`: what the weights were fitted on, and how well
 
 

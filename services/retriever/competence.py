@@ -12,7 +12,8 @@ Signals (all reported in the retrieve response and so in every trace):
                          the shape of the score distribution
 - agreement              share of the two routes' top-10 lists they have in common
 
-Competence is in [0, 1] and multiplies the KB's route weight. Dense competence falls
+Competence is in [0, 1] and multiplies the KB's route weight. Dense (and sparse: the same
+model's tokenizer gives its lexical weights) competence falls
 linearly with the unknown share and is 0 at `dense_max_unknown_share`: a model that cannot
 read the query or the text it would be compared with gets no weight. BM25 competence rises
 linearly with term coverage and is 1 from `bm25_min_term_coverage` on.
@@ -77,20 +78,26 @@ def hits_unknown_share(embedder: Embedder, lists: Sequence[Sequence[chunk_pb2.Ca
 
 
 def measure(query: str, bm25: Sequence[chunk_pb2.Candidate] | None, dense: Sequence[chunk_pb2.Candidate] | None,
-            embedder: Embedder, analyzer: Analyzer, config: RetrieverConfig) -> Competence:
-    """Signals and competence of each route that answered (a failed route is None)."""
+            embedder: Embedder, analyzer: Analyzer, config: RetrieverConfig,
+            sparse: Sequence[chunk_pb2.Candidate] | None = None) -> Competence:
+    """Signals and competence of each route that answered (a failed or absent route is None)."""
     signals: dict[str, float] = {}
     competence: dict[str, float] = {}
     if bm25 is not None:
         signals["bm25.term_coverage"] = term_coverage(query, bm25, analyzer)
         signals["bm25.top_z"] = top_z(bm25)
         competence["bm25"] = min(1.0, signals["bm25.term_coverage"] / config.bm25_min_term_coverage)
-    if dense is not None:
+    if dense is not None or sparse is not None:
         signals["dense.query_unknown"] = embedder.unknown_token_share(query)
-        signals["dense.hits_unknown"] = hits_unknown_share(embedder, [bm25 or [], dense])
-        signals["dense.top_z"] = top_z(dense)
+        signals["dense.hits_unknown"] = hits_unknown_share(embedder, [bm25 or [], dense or [], sparse or []])
         unknown = max(signals["dense.query_unknown"], signals["dense.hits_unknown"])
-        competence["dense"] = max(0.0, 1.0 - unknown / config.dense_max_unknown_share)
+        readable = max(0.0, 1.0 - unknown / config.dense_max_unknown_share)
+        if dense is not None:
+            signals["dense.top_z"] = top_z(dense)
+            competence["dense"] = readable
+        if sparse is not None:
+            signals["sparse.top_z"] = top_z(sparse)
+            competence["sparse"] = readable
     if bm25 is not None and dense is not None:
         signals["agreement"] = agreement(bm25, dense)
     return Competence(signals={k: round(v, 4) for k, v in signals.items()},
@@ -98,7 +105,7 @@ def measure(query: str, bm25: Sequence[chunk_pb2.Candidate] | None, dense: Seque
 
 
 def effective_weights(base: dict[str, float], competence: dict[str, float]) -> dict[str, float]:
-    """Base weight x competence per route; when no route is competent the base weights stand
+    """Base weight x competence per route; when that leaves no weight at all, every route counts the same
     (something must rank the candidates, and the signals in the response show why)."""
     weights = {route: base[route] * competence.get(route, 1.0) for route in base}
-    return weights if any(weights.values()) else dict(base)
+    return weights if any(weights.values()) else {route: 1.0 for route in base}

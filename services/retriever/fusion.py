@@ -100,7 +100,7 @@ def ranked_ids(scores: Mapping[str, float], top_k: int | None = None) -> list[st
 
 def fuse(routes: Mapping[str, Sequence[chunk_pb2.Candidate]], weights: Mapping[str, float], spec: FusionSpec, *,
          top_k: int | None = None) -> list[chunk_pb2.Candidate]:
-    """Fuse candidate lists keyed by route name ("bm25", "dense"); each fused candidate keeps its per-route ranks."""
+    """Fuse candidate lists keyed by route ("bm25", "dense", "sparse"); each fused candidate keeps its per-route ranks."""
     scores = fused_scores({route: [(c.chunk.chunk_id, c.score) for c in candidates]
                            for route, candidates in routes.items()}, weights, spec)
     merged: dict[str, chunk_pb2.Candidate] = {}
@@ -115,5 +115,7 @@ def fuse(routes: Mapping[str, Sequence[chunk_pb2.Candidate]], weights: Mapping[s
                 target.bm25_rank, target.bm25_score = rank, candidate.score
             elif route == "dense":
                 target.dense_rank, target.dense_score = rank, candidate.score
+            elif route == "sparse":
+                target.sparse_rank, target.sparse_score = rank, candidate.score
     return [merged[chunk_id] for chunk_id in ranked_ids(scores, top_k)]
 

@@ -41,6 +41,7 @@ class RetrievalResult:
     signals: dict[str, float] = field(default_factory=dict)
     competence: dict[str, float] = field(default_factory=dict)
     fusion: str = ""
+    sparse: list[chunk_pb2.Candidate] = field(default_factory=list)  # only for an embedder with lexical weights
 
 
 def fusion_spec(config: RetrieverConfig) -> FusionSpec:
@@ -48,7 +49,7 @@ def fusion_spec(config: RetrieverConfig) -> FusionSpec:
 
 
 def base_weights(config: RetrieverConfig) -> dict[str, float]:
-    return {"bm25": config.bm25_weight, "dense": config.dense_weight}
+    return {"bm25": config.bm25_weight, "dense": config.dense_weight, "sparse": config.sparse_weight}
 
 
 def route_depths(config: RetrieverConfig, requested: int = 0) -> tuple[int, int]:
@@ -90,7 +91,14 @@ class Retriever:
             query_vector = embedder.embed_query(query)
             return vector.search(query_vector, search_filter, dense_depth), _ms(started)
 
+        def sparse_route():
+            started = time.perf_counter()
+            vector = components.vector_store_for(kb, self._settings)
+            return vector.search_sparse(embedder.sparse_query(query), search_filter, dense_depth), _ms(started)
+
         submitted = {"bm25": self._pool.submit(bm25_route), "dense": self._pool.submit(dense_route)}
+        if getattr(embedder, "sparse", False):  # bge-m3: its lexical weights are a third route
+            submitted["sparse"] = self._pool.submit(sparse_route)
         deadline = time.monotonic() + config.route_timeout_s
         lists: dict[str, list[chunk_pb2.Candidate]] = {}
         stages: dict[str, float] = {}
@@ -109,14 +117,15 @@ class Retriever:
         if len(degraded) == len(submitted):
             raise Unavailable(f"every retrieval route failed: {'; '.join(errors)}")
         started = time.perf_counter()
-        measured = measure(query, lists.get("bm25"), lists.get("dense"), embedder, kb.keyword_store.analyzer, config)
+        measured = measure(query, lists.get("bm25"), lists.get("dense"), embedder, kb.keyword_store.analyzer, config,
+                           sparse=lists.get("sparse"))
         weights = effective_weights({r: w for r, w in base_weights(config).items() if r in lists},
                                     measured.competence)
         spec = fusion_spec(config)
         fused = fuse(lists, weights, spec, top_k=top_k)
         stages["fusion"] = _ms(started)
         return RetrievalResult(candidates=fused, bm25=lists.get("bm25", []), dense=lists.get("dense", []),
-                               degraded=degraded, weights=weights, language=language, stages=stages,
+                               sparse=lists.get("sparse", []), degraded=degraded, weights=weights, language=language, stages=stages,
                                signals=measured.signals, competence=measured.competence, fusion=spec.describe())
 
     def chunks_by_group(self, kb_name: str, namespaces: list[str], group_ids: list[str]) -> list[chunk_pb2.KnowledgeChunk]:

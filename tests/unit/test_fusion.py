@@ -90,7 +90,7 @@ def test_convex_fuse_keeps_route_ranks_and_a_zero_weight_route_changes_nothing()
 @pytest.mark.parametrize("competence, expected", [
     pytest.param({"bm25": 1.0, "dense": 0.0}, {"bm25": 1.0, "dense": 0.0}, id="dense-cannot-read"),
     pytest.param({"bm25": 0.5, "dense": 1.0}, {"bm25": 0.5, "dense": 2.0}, id="scaled"),
-    pytest.param({"bm25": 0.0, "dense": 0.0}, {"bm25": 1.0, "dense": 2.0}, id="none-competent-keeps-base"),
+    pytest.param({"bm25": 0.0, "dense": 0.0}, {"bm25": 1.0, "dense": 1.0}, id="none-competent-counts-all-alike"),
 ])
 def test_effective_weights_scale_the_base_by_competence(competence, expected):
     assert effective_weights({"bm25": 1.0, "dense": 2.0}, competence) == expected

@@ -228,6 +228,20 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_kb_configure(args) -> int:
+    from ragkb.gate import configure_kb
+    from shared.errors import RagkbError
+
+    try:
+        report = configure_kb(_settings(), args.kb, Path(args.config).read_text(encoding="utf-8"),
+                              args.namespace or ["default"], force=args.force)
+    except (OSError, RagkbError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(report, indent=2, ensure_ascii=False))
+    return 0
+
+
 def cmd_tune(args) -> int:
     from ragkb.tune import tune_kb
     from shared.errors import RagkbError
@@ -380,6 +394,13 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--config", help="YAML file with config overrides")
     create.set_defaults(func=cmd_kb_create)
     kb.add_parser("list", help="list knowledge bases").set_defaults(func=cmd_kb_list)
+    configure = kb.add_parser("configure", help="replace a KB's config; retriever changes are gated on its golden "
+                                                "questions (retriever.golden_questions)")
+    configure.add_argument("--kb", required=True)
+    configure.add_argument("--config", required=True, help="the whole KB config as YAML")
+    configure.add_argument("--namespace", action="append", help="namespace(s) the golden questions search")
+    configure.add_argument("--force", action="store_true", help="store it even when nDCG@10 drops too far")
+    configure.set_defaults(func=cmd_kb_configure)
 
     ingest = commands.add_parser("ingest", help="ingest files or folders (recursive)")
     ingest.add_argument("paths", nargs="+", metavar="PATH")

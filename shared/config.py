@@ -173,6 +173,16 @@ class FusionTuning(_Section):
     ndcg10: dict[str, dict[str, float]]
 
 
+class GateRecord(_Section):
+    """The regression gate's measurement of the configuration it let through (`ragkb kb configure`)."""
+
+    golden_questions: str
+    measured_at: str  # ISO 8601, UTC
+    ndcg10_before: float
+    ndcg10_after: float
+    forced: bool = False
+
+
 class RetrieverConfig(_Section):
     top_k: int = Field(8, ge=1, le=200)
     candidate_depth: int = Field(40, ge=1, le=1000)
@@ -193,6 +203,11 @@ class RetrieverConfig(_Section):
     bm25_min_term_coverage: float = Field(0.5, gt=0, le=1)
     sparse_weight: float = Field(1.0, ge=0)  # the sparse route (bge-m3 lexical weights), when the embedder has one
     tuning: FusionTuning | None = None  # written by `ragkb tune`: what the weights were fitted on, and how well
+    # regression gate: with a golden question file (ragkb tune format), a retriever config change is
+    # refused when nDCG@10 on it drops by more than max_ndcg_drop, unless forced
+    golden_questions: str = ""
+    max_ndcg_drop: float = Field(0.01, ge=0, le=1)
+    gate: GateRecord | None = None  # written by the gate: the measurement behind this configuration
 
 
 

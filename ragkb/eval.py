@@ -55,21 +55,28 @@ class RowResult:
                 "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95))}
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def read_json_lines(path: Path, missing: str) -> list[tuple[int, object]]:
+    """(line number, parsed value) of every non-blank line; `missing` names the file in the not-found error."""
     if not path.is_file():
-        raise InvalidArgument(f"BEIR dataset file missing: {path}")
-    records = []
+        raise InvalidArgument(f"{missing}: {path}")
+    values = []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                values.append((number, json.loads(line)))
             except json.JSONDecodeError as error:
                 raise InvalidArgument(f"{path}:{number} is not valid JSON: {error}") from None
-            if not isinstance(record, dict) or "_id" not in record:
-                raise InvalidArgument(f"{path}:{number} has no _id field")
-            records.append(record)
+    return values
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    records = []
+    for number, record in read_json_lines(path, "BEIR dataset file missing"):
+        if not isinstance(record, dict) or "_id" not in record:
+            raise InvalidArgument(f"{path}:{number} has no _id field")
+        records.append(record)
     return records
 
 
@@ -300,8 +307,6 @@ def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", li
         if tuning_data:
             tuning["default_hybrid_ndcg@10"] = round(mean_ndcg(runs, fusion_spec(kb.retriever),
                                                                base_weights(kb.retriever)), 4)
-            # reported, never fitted on: how each setting of the grid fares on the evaluated split
-            tuning["evaluated_grid"] = {name: [round(v, 4) for v in row] for name, row in grid(runs).items()}
         degraded = sum(1 for run in runs if run.degraded)
         if degraded:
             print(f"warning: {degraded} queries ran with a degraded route", file=sys.stderr)
@@ -309,6 +314,8 @@ def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", li
             "_run": {"documents": len(data.corpus), "queries": len(data.queries), "degraded_queries": degraded,
                      "keyword_store": kb.keyword_store.name, "vector_store": kb.vector_store.name,
                      "model": embedder.model_id, "fusion": fusion_spec(catalog.get(kb_name).retriever).describe()},
+            # reported, never fitted on: how each setting of the tuning grid fares on the evaluated split
+            "_grid": {name: [round(v, 4) for v in row] for name, row in grid(runs).items()},
         } | ({"_tuning": tuning} if tuning else {})
     finally:
         retriever.close()

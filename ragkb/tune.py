@@ -16,7 +16,6 @@ chunks the routes returned, so chunk ids need not be stable across re-ingestion)
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -77,16 +76,10 @@ class Fitted:
 
 
 def read_questions(path: Path) -> list[Question]:
-    if not path.is_file():
-        raise InvalidArgument(f"question file not found: {path}")
+    from ragkb.eval import read_json_lines
+
     questions = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InvalidArgument(f"{path}:{number} is not valid JSON: {error}") from None
+    for number, record in read_json_lines(path, "question file not found"):
         query = record.get("query") if isinstance(record, dict) else None
         relevant = record.get("relevant") if isinstance(record, dict) else None
         if not isinstance(query, str) or not query.strip():

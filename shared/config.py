@@ -194,8 +194,8 @@ class RetrieverConfig(_Section):
     dense_weight: float = Field(1.0, ge=0)
     route_timeout_s: float = Field(10.0, gt=0)
     # fusion (services/retriever/fusion.py): weighted RRF, or a convex combination of normalised scores
-    fusion: Literal["rrf", "convex"] = "rrf"
-    normalization: Literal["minmax", "zscore", "theoretical_min"] = "zscore"  # convex only
+    fusion: Literal["rrf", "convex"] = "convex"
+    normalization: Literal["minmax", "zscore", "theoretical_min"] = "theoretical_min"  # convex only
     # route competence (services/retriever/competence.py): each route weight is multiplied by a measured
     # competence in [0, 1]; dense is 0 when this share of the query's (or its hits') tokens is unknown to
     # the embedder's tokenizer, BM25 is full once this share of the query's terms occurs in its hits

@@ -74,7 +74,24 @@ def model_slug(model: str) -> str:
     return re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower()[:40]
 
 
-class SentenceTransformerEmbedder:
+class _TokenizerReads:
+    """Token counts and unknown-token shares with the model's own tokenizer (`self._model.tokenizer`)."""
+
+    _model: object
+    _lock: threading.Lock
+
+    def count_tokens(self, text: str) -> int:
+        with self._lock:  # a fast tokenizer used from two threads raises "Already borrowed"
+            return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+
+    def unknown_token_share(self, text: str) -> float:
+        with self._lock:
+            tokenizer = self._model.tokenizer
+            ids = tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"]
+        return unknown_share(ids, tokenizer.unk_token_id)
+
+
+class SentenceTransformerEmbedder(_TokenizerReads):
     """sentence-transformers model loaded from a local directory; L2-normalised vectors."""
 
     def __init__(self, model: str, *, batch_size: int = 32, device: str = "cpu",
@@ -109,21 +126,11 @@ class SentenceTransformerEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]
 
-    def count_tokens(self, text: str) -> int:
-        with self._lock:  # a fast tokenizer used from two threads raises "Already borrowed"
-            return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
-
-    def unknown_token_share(self, text: str) -> float:
-        with self._lock:
-            tokenizer = self._model.tokenizer
-            ids = tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"]
-        return unknown_share(ids, tokenizer.unk_token_id)
-
 
 SparseVector = dict[int, float]  # token id -> lexical weight
 
 
-class BGEM3Embedder:
+class BGEM3Embedder(_TokenizerReads):
     """bge-m3 through FlagEmbedding's BGEM3FlagModel: L2-normalised dense vectors plus sparse lexical weights.
 
     One forward pass gives both; the sparse weights of recently embedded texts are kept, so the
@@ -186,16 +193,6 @@ class BGEM3Embedder:
 
     def sparse_query(self, text: str) -> SparseVector:
         return self.sparse_documents([text])[0]
-
-    def count_tokens(self, text: str) -> int:
-        with self._lock:
-            return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
-
-    def unknown_token_share(self, text: str) -> float:
-        with self._lock:
-            tokenizer = self._model.tokenizer
-            ids = tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"]
-        return unknown_share(ids, tokenizer.unk_token_id)
 
 
 def unknown_share(token_ids: list[int], unk_token_id: int | None) -> float:

@@ -233,14 +233,45 @@ def cmd_eval(args) -> int:
     try:
         config = Path(args.kb_config).read_text(encoding="utf-8") if args.kb_config else ""
         results = run_eval(Path(args.dataset), args.split, kb_config_yaml=config, limit_docs=args.limit_docs,
-                           cache_path=Path(args.cache) if args.cache else None,
-                           profiles_file=profiles_path(Settings.from_env()))
+                           cache_path=Path(args.cache) if args.cache else None, tune_split=args.tune_split,
+                           limit_queries=args.limit_queries, profiles_file=profiles_path(Settings.from_env()))
     except (OSError, RagkbError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(format_table(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def cmd_kb_configure(args) -> int:
+    from ragkb.gate import configure_kb
+    from shared.errors import RagkbError
+
+    try:
+        report = configure_kb(_settings(), args.kb, Path(args.config).read_text(encoding="utf-8"),
+                              args.namespace or ["default"], force=args.force)
+    except (OSError, RagkbError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(report, indent=2, ensure_ascii=False))
+    return 0
+
+
+def cmd_tune(args) -> int:
+    from ragkb.tune import tune_kb
+    from shared.errors import RagkbError
+
+    try:
+        report = tune_kb(_settings(), args.kb, Path(args.questions), args.namespace or ["default"], force=args.force)
+    except (OSError, RagkbError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(report, indent=2, ensure_ascii=False))
+    if not report["stored"]:
+        print("not stored: the fitted fusion is worse than the current one on the unseen part (--force stores it)",
+              file=sys.stderr)
+        return 2
     return 0
 
 
@@ -379,6 +410,13 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--config", help="YAML file with config overrides")
     create.set_defaults(func=cmd_kb_create)
     kb.add_parser("list", help="list knowledge bases").set_defaults(func=cmd_kb_list)
+    configure = kb.add_parser("configure", help="replace a KB's config; retriever changes are gated on its golden "
+                                                "questions (retriever.golden_questions)")
+    configure.add_argument("--kb", required=True)
+    configure.add_argument("--config", required=True, help="the whole KB config as YAML")
+    configure.add_argument("--namespace", action="append", help="namespace(s) the golden questions search")
+    configure.add_argument("--force", action="store_true", help="store it even when nDCG@10 drops too far")
+    configure.set_defaults(func=cmd_kb_configure)
 
     ingest = commands.add_parser("ingest", help="ingest files or folders (recursive)")
     ingest.add_argument("paths", nargs="+", metavar="PATH")
@@ -436,7 +474,18 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit-docs", type=int, default=0, help="index at most N documents (judged ones first)")
     evaluate.add_argument("--cache", help="document-vector cache file (default ~/.cache/ragkb/eval-vectors.sqlite)")
     evaluate.add_argument("--json", help="also write the metrics to this file")
+    evaluate.add_argument("--limit-queries", type=int, default=0,
+                          help="run at most N queries of each split (a stable sample by query id)")
+    evaluate.add_argument("--tune-split", default="", help="fit the fusion on this split first (e.g. train)")
     evaluate.set_defaults(func=cmd_eval)
+
+    tune = commands.add_parser("tune", help="fit a KB's fusion on judged questions and store it in the KB config")
+    tune.add_argument("--kb", required=True)
+    tune.add_argument("--questions", required=True,
+                      help='JSON lines {"query": ..., "relevant": [doc ids]}; 30%% are kept unseen')
+    tune.add_argument("--namespace", action="append", help="namespace(s) searched (default: default)")
+    tune.add_argument("--force", action="store_true", help="store the fit even when the unseen part gets worse")
+    tune.set_defaults(func=cmd_tune)
     keys_cli.add_commands(commands)
     certs = commands.add_parser("certs", help="mTLS certificates for the services").add_subparsers(
         dest="certs_command", required=True)

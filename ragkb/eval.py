@@ -18,7 +18,6 @@ import math
 import sqlite3
 import sys
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,21 +55,28 @@ class RowResult:
                 "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95))}
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def read_json_lines(path: Path, missing: str) -> list[tuple[int, object]]:
+    """(line number, parsed value) of every non-blank line; `missing` names the file in the not-found error."""
     if not path.is_file():
-        raise InvalidArgument(f"BEIR dataset file missing: {path}")
-    records = []
+        raise InvalidArgument(f"{missing}: {path}")
+    values = []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                values.append((number, json.loads(line)))
             except json.JSONDecodeError as error:
                 raise InvalidArgument(f"{path}:{number} is not valid JSON: {error}") from None
-            if not isinstance(record, dict) or "_id" not in record:
-                raise InvalidArgument(f"{path}:{number} has no _id field")
-            records.append(record)
+    return values
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    records = []
+    for number, record in read_json_lines(path, "BEIR dataset file missing"):
+        if not isinstance(record, dict) or "_id" not in record:
+            raise InvalidArgument(f"{path}:{number} has no _id field")
+        records.append(record)
     return records
 
 
@@ -195,26 +201,81 @@ def mrr_at(ranked: list[str], judged: dict[str, int], k: int) -> float:
     return 0.0
 
 
-def _doc_ids(candidates) -> list[str]:
-    return list(dict.fromkeys(c.chunk.doc_id for c in candidates))
-
-
 def _mean(values: list[float]) -> float:
     return float(np.mean(values)) if values else 0.0
 
 
+def _questions(data: BeirData) -> list:
+    from ragkb.tune import Question
+
+    return [Question(qid, text, data.qrels[qid]) for qid, text in data.queries.items()]
+
+
+def sample_queries(data: BeirData, limit: int) -> BeirData:
+    """`limit` queries picked by a hash of their id (stable, spread over the whole split); 0 = all."""
+    if limit <= 0 or limit >= len(data.queries):
+        return data
+    kept = sorted(data.queries, key=lambda qid: hashlib.sha256(qid.encode()).hexdigest())[:limit]
+    return BeirData(data.corpus, {q: data.queries[q] for q in kept}, {q: data.qrels[q] for q in kept})
+
+
+def load_splits(dataset: Path, split: str, tune_split: str, limit_docs: int,
+                limit_queries: int = 0) -> tuple[BeirData, BeirData | None]:
+    """The evaluated split and the optional tuning split over one (limited) corpus; they must not share a query."""
+    evaluated = sample_queries(load_beir(dataset, split), limit_queries)
+    if not tune_split:
+        return limit_corpus(evaluated, limit_docs), None
+    if tune_split == split:
+        raise InvalidArgument(f"the tuning split must differ from the evaluated split {split!r}")
+    tuning = sample_queries(load_beir(dataset, tune_split), limit_queries)
+    shared = set(evaluated.queries) & set(tuning.queries)
+    if shared:
+        raise InvalidArgument(f"splits {split!r} and {tune_split!r} share {len(shared)} queries")
+    both = limit_corpus(BeirData(evaluated.corpus, evaluated.queries | tuning.queries,
+                                 evaluated.qrels | tuning.qrels), limit_docs)
+
+    def part(source: BeirData) -> BeirData:
+        kept = [q for q in source.queries if q in both.qrels]
+        return BeirData(both.corpus, {q: both.queries[q] for q in kept}, {q: both.qrels[q] for q in kept})
+
+    return part(evaluated), part(tuning)
+
+
+def rows_of(runs: list) -> dict[str, dict[str, float]]:
+    results = {row: RowResult() for row in ROWS}
+    for run in runs:
+        judged = run.judged
+        lists = {"bm25": run.units(c for c, _ in run.routes["bm25"]),
+                 "dense": run.units(c for c, _ in run.routes["dense"]), "hybrid": run.hybrid}
+        for row, ranked in lists.items():
+            target = results[row]
+            target.ndcg10.append(ndcg_at(ranked, judged, 10))
+            target.recall10.append(recall_at(ranked, judged, 10))
+            target.recall100.append(recall_at(ranked, judged, 100))
+            target.mrr10.append(mrr_at(ranked, judged, 10))
+            target.latency_ms.append(run.latency_ms[row])
+    return {row: r.summary() for row, r in results.items()}
+
+
 def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", limit_docs: int = 0,
-             cache_path: Path | None = None, profiles_file: Path | None = None) -> dict:
+             cache_path: Path | None = None, tune_split: str = "", limit_queries: int = 0,
+             profiles_file: Path | None = None) -> dict:
     """Index the corpus into the configured stores, run every query, return {row: metrics}.
 
-    `profiles_file`: the operator profiles the KB config chooses its stores and models from."""
-    from services.retriever.retriever import Retriever
+    With `tune_split`, the fusion is first fitted on that split's queries (ragkb.tune) and the
+    evaluated split is run with the fitted settings; the default settings' hybrid score on the
+    evaluated split is reported next to it. `profiles_file`: the operator profiles the KB config
+    chooses its stores and models from.
+    """
+    from ragkb.tune import collect_runs, fit, grid, mean_ndcg, route_ndcg
+    from services.retriever.retriever import Retriever, base_weights, fusion_spec
     from shared import components
     from shared.config import Settings
     from shared.kb import KnowledgeBaseCatalog
 
-    data = limit_corpus(load_beir(dataset, split), limit_docs)
-    print(f"{dataset.name}/{split}: {len(data.corpus)} documents, {len(data.queries)} queries", file=sys.stderr)
+    data, tuning_data = load_splits(dataset, split, tune_split, limit_docs, limit_queries)
+    print(f"{dataset.name}/{split}: {len(data.corpus)} documents, {len(data.queries)} queries"
+          + (f"; tuning on {tune_split}: {len(tuning_data.queries)} queries" if tuning_data else ""), file=sys.stderr)
     temp = tempfile.TemporaryDirectory(prefix="ragkb-eval-")  # catalog and embedded stores of this run only
     settings = Settings(data_dir=Path(temp.name), profiles_file=str(profiles_file or ""))
     catalog = KnowledgeBaseCatalog.for_settings(settings)
@@ -234,31 +295,30 @@ def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", li
         for start in tqdm(range(0, len(chunks), 500), desc="index", unit="batch"):
             keyword.upsert(chunks[start:start + 500])
             vector.upsert(chunks[start:start + 500], vectors[start:start + 500])
-        results = {row: RowResult() for row in ROWS}
         search_filter = chunk_pb2.SearchFilter(namespaces=[NAMESPACE])
-        degraded = 0
-        for qid, text in tqdm(data.queries.items(), desc="query", unit="q"):
-            started = time.perf_counter()
-            result = retriever.retrieve(kb_name, text, search_filter, top_k=DEPTH, candidate_depth=DEPTH)
-            total_ms = (time.perf_counter() - started) * 1000
-            degraded += bool(result.degraded)
-            lists = {"bm25": (result.bm25, result.stages.get("bm25", 0.0)),
-                     "dense": (result.dense, result.stages.get("dense", 0.0)),
-                     "hybrid": (result.candidates, total_ms)}
-            for row, (candidates, ms) in lists.items():
-                ranked, judged = _doc_ids(candidates), data.qrels[qid]
-                target = results[row]
-                target.ndcg10.append(ndcg_at(ranked, judged, 10))
-                target.recall10.append(recall_at(ranked, judged, 10))
-                target.recall100.append(recall_at(ranked, judged, 100))
-                target.mrr10.append(mrr_at(ranked, judged, 10))
-                target.latency_ms.append(ms)
+        tuning = {}
+        if tuning_data:
+            tuning_runs = collect_runs(retriever, kb_name, _questions(tuning_data), search_filter, depth=DEPTH,
+                                       progress="tune")
+            fitted = fit(tuning_runs, kb.retriever.sparse_weight)
+            catalog.replace(catalog.tenant_config(kb_name).model_copy(update={"retriever": fitted.apply(kb.retriever)}))
+            tuning = {"split": tune_split, "fusion": fitted.spec.describe(), "weights": fitted.weights,
+                      "tuning_ndcg@10": route_ndcg(tuning_runs) | {"hybrid_fitted": round(fitted.ndcg10, 4)},
+                      "tuning_grid": fitted.grid}
+        runs = collect_runs(retriever, kb_name, _questions(data), search_filter, depth=DEPTH)
+        if tuning_data:
+            tuning["default_hybrid_ndcg@10"] = round(mean_ndcg(runs, fusion_spec(kb.retriever),
+                                                               base_weights(kb.retriever)), 4)
+        degraded = sum(1 for run in runs if run.degraded)
         if degraded:
             print(f"warning: {degraded} queries ran with a degraded route", file=sys.stderr)
-        return {row: r.summary() for row, r in results.items()} | {
+        return rows_of(runs) | {
             "_run": {"documents": len(data.corpus), "queries": len(data.queries), "degraded_queries": degraded,
                      "keyword_store": kb.keyword_store.name, "vector_store": kb.vector_store.name,
-                     "model": embedder.model_id}}
+                     "model": embedder.model_id, "fusion": fusion_spec(catalog.get(kb_name).retriever).describe()},
+            # reported, never fitted on: how each setting of the tuning grid fares on the evaluated split
+            "_grid": {name: [round(v, 4) for v in row] for name, row in grid(runs).items()},
+        } | ({"_tuning": tuning} if tuning else {})
     finally:
         retriever.close()
         for store in (keyword, vector):
@@ -280,6 +340,13 @@ def format_table(results: dict) -> str:
     run = results.get("_run", {})
     if run:
         lines.append(f"({run['documents']} documents, {run['queries']} queries; {run['keyword_store']} + "
-                     f"{run['vector_store']}, {run['model']}; latency: route time for bm25/dense, "
-                     f"whole retrieve for hybrid)")
+                     f"{run['vector_store']}, {run['model']}, fusion {run['fusion']}; latency: route time for "
+                     f"bm25/dense, whole retrieve for hybrid)")
+    tuning = results.get("_tuning")
+    if tuning:
+        fitted = tuning["tuning_ndcg@10"]
+        lines.append(f"fitted on {tuning['split']}: {tuning['fusion']} weights {tuning['weights']}; tuning-split "
+                     f"nDCG@10 bm25 {fitted['bm25']:.4f} dense {fitted['dense']:.4f} hybrid (defaults) "
+                     f"{fitted['hybrid']:.4f} hybrid (fitted) {fitted['hybrid_fitted']:.4f}; this split with the "
+                     f"defaults: hybrid {tuning['default_hybrid_ndcg@10']:.4f}")
     return "\n".join(lines)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from shared import registry
 from shared.config import EmbedderConfig, KBConfig, KeywordStoreConfig, Settings, VectorStoreConfig
-from shared.embedders import Embedder, SentenceTransformerEmbedder
+from shared.embedders import BGEM3Embedder, Embedder, SentenceTransformerEmbedder
 from shared.stores.base import KeywordStore, VectorStore
 
 
@@ -18,6 +18,12 @@ from shared.stores.base import KeywordStore, VectorStore
 def _sentence_transformers(config: EmbedderConfig) -> Embedder:
     return SentenceTransformerEmbedder(config.model, batch_size=config.batch_size, device=config.device,
                                        languages=config.languages)
+
+
+@registry.register("embedder", "bge-m3")
+def _bge_m3(config: EmbedderConfig) -> Embedder:
+    return BGEM3Embedder(config.model, batch_size=config.batch_size, device=config.device,
+                         max_tokens=config.max_tokens, use_fp16=config.use_fp16, languages=config.languages)
 
 
 @registry.register("keyword_store", "sqlite-fts5")
@@ -44,7 +50,8 @@ def _milvus(config: VectorStoreConfig, *, kb: str, settings: Settings, embedder:
     return MilvusVectorStore(uri, kb=kb, model_id=embedder.model_id, dimension=embedder.dimension,
                              index_type=config.index_type, metric=config.metric,
                              index_params=config.index_params, search_params=config.search_params,
-                             timeout_s=config.timeout_s, search_consistency=config.search_consistency)
+                             timeout_s=config.timeout_s, search_consistency=config.search_consistency,
+                             sparse_encoder=embedder.sparse_documents if getattr(embedder, "sparse", False) else None)
 
 
 def kb_dir(settings: Settings, kb: str) -> Path:

@@ -146,11 +146,13 @@ class ParserConfig(_Section):
 
 
 class EmbedderConfig(_Section):
-    name: str = "sentence-transformers"
+    name: str = "sentence-transformers"  # sentence-transformers | bge-m3 (FlagEmbedding BGEM3FlagModel, local dir)
     model: str = "all-MiniLM-L6-v2"  # a shipped model name or a local directory
     batch_size: int = Field(32, ge=1, le=1024)
     device: str = "cpu"
-    languages: tuple[str, ...] = ("en",)  # languages the model understands; others get a lower dense weight
+    languages: tuple[str, ...] = ("en",)  # declared languages (informational: fusion measures what the model reads)
+    max_tokens: int = Field(8192, ge=16, le=8192)  # bge-m3: input limit (8192 is the model's own)
+    use_fp16: bool = False  # bge-m3 on a GPU
 
 
 class KeywordStoreConfig(_Section):
@@ -182,6 +184,27 @@ class VectorStoreConfig(_Section):
     search_consistency: Literal["Session", "Strong", "Bounded", "Eventually"] = "Session"
 
 
+class FusionTuning(_Section):
+    """The measurement behind a KB's fusion settings (`ragkb tune`)."""
+
+    questions: str  # the question file tuned on
+    tuned_at: str  # ISO 8601, UTC
+    tuning_queries: int = Field(ge=0)
+    unseen_queries: int = Field(ge=0)
+    # nDCG@10 per part ("tuning", "unseen") and row ("bm25", "dense", "hybrid", "hybrid_before")
+    ndcg10: dict[str, dict[str, float]]
+
+
+class GateRecord(_Section):
+    """The regression gate's measurement of the configuration it let through (`ragkb kb configure`)."""
+
+    golden_questions: str
+    measured_at: str  # ISO 8601, UTC
+    ndcg10_before: float
+    ndcg10_after: float
+    forced: bool = False
+
+
 class RetrieverConfig(_Section):
     top_k: int = Field(8, ge=1, le=200)
     candidate_depth: int = Field(40, ge=1, le=1000)
@@ -191,9 +214,23 @@ class RetrieverConfig(_Section):
     rrf_k: int = Field(60, ge=1)
     bm25_weight: float = Field(1.0, ge=0)
     dense_weight: float = Field(1.0, ge=0)
-    # dense weight used when the query's language is not one the embedder declares
-    dense_weight_foreign_language: float = Field(0.2, ge=0)
     route_timeout_s: float = Field(10.0, gt=0)
+    # fusion (services/retriever/fusion.py): weighted RRF, or a convex combination of normalised scores
+    fusion: Literal["rrf", "convex"] = "convex"
+    normalization: Literal["minmax", "zscore", "theoretical_min"] = "theoretical_min"  # convex only
+    # route competence (services/retriever/competence.py): each route weight is multiplied by a measured
+    # competence in [0, 1]; dense is 0 when this share of the query's (or its hits') tokens is unknown to
+    # the embedder's tokenizer, BM25 is full once this share of the query's terms occurs in its hits
+    dense_max_unknown_share: float = Field(0.25, gt=0, le=1)
+    bm25_min_term_coverage: float = Field(0.5, gt=0, le=1)
+    sparse_weight: float = Field(1.0, ge=0)  # the sparse route (bge-m3 lexical weights), when the embedder has one
+    tuning: FusionTuning | None = None  # written by `ragkb tune`: what the weights were fitted on, and how well
+    # regression gate: with a golden question file (ragkb tune format), a retriever config change is
+    # refused when nDCG@10 on it drops by more than max_ndcg_drop, unless forced
+    golden_questions: str = ""
+    max_ndcg_drop: float = Field(0.01, ge=0, le=1)
+    gate: GateRecord | None = None  # written by the gate: the measurement behind this configuration
+
 
 
 class RerankerConfig(_Section):
@@ -290,8 +327,12 @@ class KBConfig(_Section):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
     @classmethod
-    def from_tenant_yaml(cls, text: str, *, name: str, profiles: OperatorProfiles) -> KBConfig:
-        """A KB config written by a tenant: operator settings are refused, models and profiles must be offered."""
+    def from_tenant_yaml(cls, text: str, *, name: str, profiles: OperatorProfiles,
+                         operator_tool: bool = False) -> KBConfig:
+        """A KB config written by a tenant: operator settings are refused, models and profiles must be offered.
+
+        `operator_tool`: the config comes from an operator's command on the server (`ragkb kb configure`),
+        which may also set the records in OPERATOR_RECORDS."""
         config = cls.from_yaml(text, name=name)
         data = yaml.safe_load(text) or {}
         for section, keys in OPERATOR_FIELDS.items():
@@ -300,6 +341,11 @@ class KBConfig(_Section):
                 chooser = "templates" if given[0] == "templates_dir" else "profile"
                 raise InvalidArgument(f"{section}.{given[0]} is an operator setting; choose one of the server's "
                                       f"named {section} settings with {section}.{chooser}")
+        for section, keys in ({} if operator_tool else OPERATOR_RECORDS).items():
+            given = sorted(set(data.get(section) or {}) & set(keys))
+            if given:
+                raise InvalidArgument(f"{section}.{given[0]} is set by the operator's tools (ragkb tune, "
+                                      "ragkb kb configure), not in a knowledge-base config")
         for section in ("embedder", "reranker"):
             model = getattr(config, section).model
             allowed = {getattr(type(getattr(config, section))(), "model"), *profiles.models, *shipped_model_names()}
@@ -344,6 +390,10 @@ OPERATOR_FIELDS = {
     "keyword_store": ("hosts", "index_prefix"),
     "vector_store": ("uri",),
 }
+
+
+# Stored with a KB but written only by the operator's tools: a file path on the server, and measurements.
+OPERATOR_RECORDS = {"retriever": ("golden_questions", "tuning", "gate")}
 
 
 def shipped_model_names() -> tuple[str, ...]:

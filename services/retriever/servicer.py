@@ -22,7 +22,8 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                                           candidate_depth=request.candidate_depth)
         return retriever_pb2.RetrieveResponse(
             candidates=result.candidates, bm25=result.bm25, dense=result.dense, degraded=result.degraded,
-            weights=result.weights, query_language=result.language,
+            weights=result.weights, query_language=result.language, route_signals=result.signals,
+            competence=result.competence, fusion=result.fusion, sparse=result.sparse,
             stages=[chunk_pb2.StageReport(name=name, ms=ms) for name, ms in result.stages.items()],
         )
 

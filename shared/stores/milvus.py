@@ -3,14 +3,16 @@
 One collection per knowledge base, named with the embedding model id and its
 dimension, so two models can never share a collection; opening a collection
 whose vector dimension differs from the embedder's is refused. Each row holds
-the full chunk as JSON so the dense route can answer on its own.
+the full chunk as JSON so the dense route can answer on its own. With an embedder
+that has lexical weights (bge-m3), each row also holds them in a sparse-vector field
+searched by inner product: the sparse route.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from google.protobuf import json_format
@@ -91,7 +93,8 @@ def _like_escape(value: str) -> str:
 class MilvusVectorStore:
     def __init__(self, uri: str, *, kb: str, model_id: str, dimension: int, index_type: str = "AUTOINDEX",
                  metric: str = "COSINE", index_params: dict | None = None, search_params: dict | None = None,
-                 timeout_s: float = 5.0, search_consistency: str = "Session"):
+                 timeout_s: float = 5.0, search_consistency: str = "Session",
+                 sparse_encoder: Callable[[list[str]], list[dict[int, float]]] | None = None):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         if search_consistency not in CONSISTENCY_LEVELS:
@@ -108,6 +111,8 @@ class MilvusVectorStore:
         self.collection = collection_name(kb, model_id, dimension)
         self._lock = threading.Lock()
         self._has_acl = True
+        self._sparse_encoder = sparse_encoder
+        self.has_sparse = sparse_encoder is not None
         self._ensure_collection(index_type)
 
     def _ensure_collection(self, index_type: str) -> None:
@@ -125,6 +130,9 @@ class MilvusVectorStore:
                             f"produces {self.dimension}-d; re-index into a new knowledge base instead of mixing models"
                         )
             self._has_acl = any(field["name"] == "acl" for field in existing["fields"])
+            if self.has_sparse and not any(field["name"] == "sparse" for field in existing["fields"]):
+                raise FailedPrecondition(f"collection {self.collection} has no sparse field for the embedder's "
+                                         "lexical weights; re-index into a new knowledge base")
             client.load_collection(self.collection, timeout=ADMIN_TIMEOUT_S)
             return
         schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -138,9 +146,13 @@ class MilvusVectorStore:
         schema.add_field("block_type", DataType.INT64)
         schema.add_field("payload", DataType.JSON)
         schema.add_field("acl", DataType.VARCHAR, max_length=ACL_MAX)
+        if self.has_sparse:
+            schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
         index = client.prepare_index_params()
         index.add_index(field_name="vector", index_type=index_type, metric_type=self.metric,
                         params=self._index_params)
+        if self.has_sparse:
+            index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
         # Strong by default: counts, chunk ids and deletes see every write, like the keyword stores;
         # searches use `search_consistency` instead (Strong costs a time tick per search)
         client.create_collection(self.collection, schema=schema, index_params=index, consistency_level="Strong",
@@ -167,6 +179,10 @@ class MilvusVectorStore:
         if not self._has_acl:
             for row in rows:
                 del row["acl"]
+        if self._sparse_encoder is not None:
+            for row, weights in zip(rows, self._sparse_encoder([c.content for c in chunks])):
+                # Milvus refuses an empty sparse vector; a text without weighted tokens matches nothing anyway
+                row["sparse"] = weights or {0: 1e-9}
         with self._lock:
             for start in range(0, len(rows), 256):
                 self._client.upsert(self.collection, rows[start:start + 256], timeout=self._timeout)
@@ -184,6 +200,24 @@ class MilvusVectorStore:
         return self.delete_ids(sorted(self.chunk_ids(namespace, doc_id)))
 
     def search(self, vector: np.ndarray, search_filter: chunk_pb2.SearchFilter, limit: int) -> list[chunk_pb2.Candidate]:
+        hits = self._search("vector", np.asarray(vector, dtype=np.float32).tolist(), self._search_params,
+                            search_filter, limit)
+        return [chunk_pb2.Candidate(chunk=chunk, score=score, route=chunk_pb2.ROUTE_DENSE, dense_rank=rank,
+                                    dense_score=score) for rank, (chunk, score) in enumerate(hits, start=1)]
+
+    def search_sparse(self, weights: dict[int, float], search_filter: chunk_pb2.SearchFilter,
+                      limit: int) -> list[chunk_pb2.Candidate]:
+        """The sparse route: inner product of the query's lexical weights with each chunk's."""
+        if not self.has_sparse:
+            raise FailedPrecondition(f"collection {self.collection} holds no lexical weights")
+        if not weights:
+            return []
+        hits = self._search("sparse", weights, {"metric_type": "IP", "params": {}}, search_filter, limit)
+        return [chunk_pb2.Candidate(chunk=chunk, score=score, route=chunk_pb2.ROUTE_SPARSE, sparse_rank=rank,
+                                    sparse_score=score) for rank, (chunk, score) in enumerate(hits, start=1)]
+
+    def _search(self, field: str, query, search_params: dict, search_filter: chunk_pb2.SearchFilter,
+                limit: int) -> list[tuple[chunk_pb2.KnowledgeChunk, float]]:
         if search_filter.acl_enforced and not self._has_acl:
             raise FailedPrecondition(
                 f"collection {self.collection} was created before document ACLs and cannot filter by them; "
@@ -191,18 +225,13 @@ class MilvusVectorStore:
             )
         with self._lock:
             hits = self._client.search(
-                self.collection, data=[np.asarray(vector, dtype=np.float32).tolist()], limit=limit,
+                self.collection, data=[query], anns_field=field, limit=limit,
                 filter=filter_expression(search_filter), output_fields=["payload"],
-                search_params=self._search_params, timeout=self._timeout,
+                search_params=search_params, timeout=self._timeout,
                 consistency_level=self._search_consistency,
             )[0]
-        candidates = []
-        for rank, hit in enumerate(hits, start=1):
-            chunk = json_format.ParseDict(hit["entity"]["payload"], chunk_pb2.KnowledgeChunk())
-            score = float(hit["distance"])
-            candidates.append(chunk_pb2.Candidate(chunk=chunk, score=score, route=chunk_pb2.ROUTE_DENSE,
-                                                  dense_rank=rank, dense_score=score))
-        return candidates
+        return [(json_format.ParseDict(hit["entity"]["payload"], chunk_pb2.KnowledgeChunk()), float(hit["distance"]))
+                for hit in hits]
 
     def chunk_ids(self, namespace: str, doc_id: str) -> set[str]:
         expr = f"namespace == {_literal(namespace)} and doc_id == {_literal(doc_id)}"

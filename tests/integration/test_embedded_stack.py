@@ -31,9 +31,26 @@ def test_answer_cites_the_chunk_that_contains_it(client, samples_kb, question, a
     assert_answer_cites_its_chunk(client.query(KB, question), question, answer, doc_id)
 
 
-def test_chinese_query_lowers_the_dense_weight_for_an_english_model(client, samples_kb):
+def pairs(text: str) -> dict[str, float]:
+    return {key: float(value) for key, value in (item.split("=") for item in text.split(","))}
+
+
+def test_dense_route_gets_no_weight_when_the_english_model_cannot_read_the_query(client, samples_kb):
     metadata = client.query(KB, "AMR-7 的最大载重是多少？")["stages"]["retrieval"]["metadata"]
-    assert metadata["language"] == "zh" and "dense=0.2" in metadata["weights"]
+    signals = pairs(metadata["route_signals"])
+    # most of the query's Chinese characters are [UNK] to all-MiniLM-L6-v2's tokenizer
+    assert metadata["language"] == "zh" and signals["dense.query_unknown"] > 0.25
+    assert pairs(metadata["competence"])["dense"] == 0 and pairs(metadata["weights"])["dense"] == 0
+    assert pairs(metadata["weights"])["bm25"] > 0 and metadata["fusion"]
+
+
+def test_english_query_keeps_both_routes_and_traces_the_signals(client, samples_kb):
+    metadata = client.query(KB, "How long is a Beacon pairing code valid?")["stages"]["retrieval"]["metadata"]
+    signals = pairs(metadata["route_signals"])
+    assert signals["dense.query_unknown"] == 0 and signals["bm25.term_coverage"] == 1
+    assert set(signals) >= {"dense.hits_unknown", "bm25.top_z", "dense.top_z", "agreement"}
+    assert pairs(metadata["competence"]) == {"bm25": 1.0, "dense": 1.0}
+    assert all(weight > 0 for weight in pairs(metadata["weights"]).values())
 
 
 def test_reingesting_unchanged_documents_adds_nothing(client, samples_kb):

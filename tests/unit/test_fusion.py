@@ -1,8 +1,9 @@
 import pytest
 
-from services.retriever.fusion import rrf_fuse
-from services.retriever.retriever import route_weights
-from shared.config import KBConfig
+import math
+
+from services.retriever.competence import effective_weights
+from services.retriever.fusion import FusionSpec, fuse, fused_scores, normalize_scores
 from shared.contracts import chunk_pb2
 
 pytestmark = pytest.mark.unit
@@ -10,6 +11,10 @@ pytestmark = pytest.mark.unit
 
 def ranked(*ids: str) -> list[chunk_pb2.Candidate]:
     return [chunk_pb2.Candidate(chunk=chunk_pb2.KnowledgeChunk(chunk_id=i), score=10.0 - n) for n, i in enumerate(ids)]
+
+
+def rrf_fuse(routes, weights, *, k=60, top_k=None):
+    return fuse(routes, weights, FusionSpec(method="rrf", rrf_k=k), top_k=top_k)
 
 
 def test_rrf_matches_hand_computed_scores():
@@ -44,18 +49,48 @@ def test_rrf_top_k_and_deterministic_ties():
 
 def test_rrf_rejects_non_positive_k():
     with pytest.raises(ValueError, match="k must be positive"):
-        rrf_fuse({}, {}, k=0)
+        FusionSpec(method="rrf", rrf_k=0)
 
 
-@pytest.mark.parametrize(
-    "language, languages, expected_dense",
-    [
-        pytest.param("en", ("en",), 1.0, id="english-query-english-model"),
-        pytest.param("zh", ("en",), 0.2, id="chinese-query-english-model"),
-        pytest.param("zh", ("en", "zh"), 1.0, id="chinese-query-bilingual-model"),
-        pytest.param("zh", ("multilingual",), 1.0, id="multilingual-model"),
-    ],
-)
-def test_dense_weight_follows_query_language(language, languages, expected_dense):
-    weights = route_weights(KBConfig(name="kb"), language, languages)
-    assert weights == {"bm25": 1.0, "dense": expected_dense}
+@pytest.mark.parametrize("normalization, expected, absent", [
+    pytest.param("minmax", [1.0, 0.5, 0.0], 0.0, id="minmax"),
+    pytest.param("theoretical_min", [1.0, 0.75, 0.5], 0.0, id="theoretical-min-floor--1"),
+    pytest.param("zscore", [math.sqrt(1.5), 0.0, -math.sqrt(1.5)], -math.sqrt(1.5), id="zscore"),
+])
+def test_normalizations(normalization, expected, absent):
+    normalised, missing = normalize_scores([0.6, 0.2, -0.2], normalization, floor=-1.0)
+    assert normalised.tolist() == pytest.approx(expected)
+    assert missing == pytest.approx(absent)
+
+
+def test_convex_combination_matches_hand_computed_scores():
+    # bm25 a=10 b=5 c=0 -> minmax 1, .5, 0; dense c=.9 a=.5 -> 1, 0; weights .25/.75 (sum 1)
+    routes = {"bm25": [("a", 10.0), ("b", 5.0), ("c", 0.0)], "dense": [("c", 0.9), ("a", 0.5)]}
+    scores = fused_scores(routes, {"bm25": 1.0, "dense": 3.0}, FusionSpec("convex", "minmax"))
+    assert scores == pytest.approx({"a": 0.25, "b": 0.125, "c": 0.75})
+
+
+def test_convex_gives_absent_documents_the_lowest_normalised_value():
+    routes = {"bm25": [("a", 3.0), ("b", 1.0)], "dense": [("c", 0.9), ("a", 0.1), ("d", 0.5)]}
+    scores = fused_scores(routes, {"bm25": 1.0, "dense": 1.0}, FusionSpec("convex", "zscore"))
+    dense_z, dense_absent = normalize_scores([0.9, 0.1, 0.5], "zscore")
+    assert scores["b"] == pytest.approx(0.5 * -1.0 + 0.5 * dense_absent)
+    assert scores["c"] == pytest.approx(0.5 * -1.0 + 0.5 * dense_z[0])
+
+
+def test_convex_fuse_keeps_route_ranks_and_a_zero_weight_route_changes_nothing():
+    fused = fuse({"bm25": ranked("a", "b"), "dense": ranked("b", "c")}, {"bm25": 1.0, "dense": 0.0},
+                 FusionSpec("convex", "minmax"))
+    assert [c.chunk.chunk_id for c in fused[:2]] == ["a", "b"]
+    assert (fused[1].bm25_rank, fused[1].dense_rank) == (2, 1)
+    with pytest.raises(ValueError, match="positive weight"):
+        fuse({"bm25": ranked("a")}, {"bm25": 0.0}, FusionSpec("convex"))
+
+
+@pytest.mark.parametrize("competence, expected", [
+    pytest.param({"bm25": 1.0, "dense": 0.0}, {"bm25": 1.0, "dense": 0.0}, id="dense-cannot-read"),
+    pytest.param({"bm25": 0.5, "dense": 1.0}, {"bm25": 0.5, "dense": 2.0}, id="scaled"),
+    pytest.param({"bm25": 0.0, "dense": 0.0}, {"bm25": 1.0, "dense": 1.0}, id="none-competent-counts-all-alike"),
+])
+def test_effective_weights_scale_the_base_by_competence(competence, expected):
+    assert effective_weights({"bm25": 1.0, "dense": 2.0}, competence) == expected

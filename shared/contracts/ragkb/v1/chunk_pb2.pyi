@@ -27,6 +27,7 @@ class Route(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROUTE_DENSE: _ClassVar[Route]
     ROUTE_FUSED: _ClassVar[Route]
     ROUTE_RERANKED: _ClassVar[Route]
+    ROUTE_SPARSE: _ClassVar[Route]
 BLOCK_TYPE_UNSPECIFIED: BlockType
 BLOCK_TYPE_SECTION: BlockType
 BLOCK_TYPE_SUBSECTION: BlockType
@@ -42,6 +43,7 @@ ROUTE_BM25: Route
 ROUTE_DENSE: Route
 ROUTE_FUSED: Route
 ROUTE_RERANKED: Route
+ROUTE_SPARSE: Route
 
 class KnowledgeChunk(_message.Message):
     __slots__ = ("chunk_id", "doc_id", "kb", "namespace", "raw_content", "content", "heading_path", "block_type", "content_hash", "part_index", "part_count", "group_id", "parent_id", "doc_version", "source", "position", "metadata")
@@ -103,7 +105,7 @@ class SourceInfo(_message.Message):
     def __init__(self, uri: _Optional[str] = ..., page: _Optional[int] = ..., updated_at: _Optional[str] = ..., mime_type: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
 
 class Candidate(_message.Message):
-    __slots__ = ("chunk", "score", "route", "bm25_rank", "dense_rank", "bm25_score", "dense_score", "rerank_score")
+    __slots__ = ("chunk", "score", "route", "bm25_rank", "dense_rank", "bm25_score", "dense_score", "rerank_score", "sparse_rank", "sparse_score")
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +114,8 @@ class Candidate(_message.Message):
     BM25_SCORE_FIELD_NUMBER: _ClassVar[int]
     DENSE_SCORE_FIELD_NUMBER: _ClassVar[int]
     RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
+    SPARSE_RANK_FIELD_NUMBER: _ClassVar[int]
+    SPARSE_SCORE_FIELD_NUMBER: _ClassVar[int]
     chunk: KnowledgeChunk
     score: float
     route: Route
@@ -120,7 +124,9 @@ class Candidate(_message.Message):
     bm25_score: float
     dense_score: float
     rerank_score: float
-    def __init__(self, chunk: _Optional[_Union[KnowledgeChunk, _Mapping]] = ..., score: _Optional[float] = ..., route: _Optional[_Union[Route, str]] = ..., bm25_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., bm25_score: _Optional[float] = ..., dense_score: _Optional[float] = ..., rerank_score: _Optional[float] = ...) -> None: ...
+    sparse_rank: int
+    sparse_score: float
+    def __init__(self, chunk: _Optional[_Union[KnowledgeChunk, _Mapping]] = ..., score: _Optional[float] = ..., route: _Optional[_Union[Route, str]] = ..., bm25_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., bm25_score: _Optional[float] = ..., dense_score: _Optional[float] = ..., rerank_score: _Optional[float] = ..., sparse_rank: _Optional[int] = ..., sparse_score: _Optional[float] = ...) -> None: ...
 
 class SearchFilter(_message.Message):
     __slots__ = ("namespaces", "doc_ids", "block_types", "metadata", "acl_enforced", "acl_groups")

@@ -42,8 +42,22 @@ class RetrieveRequest(_message.Message):
     def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., filter: _Optional[_Union[_chunk_pb2.SearchFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., candidate_depth: _Optional[int] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
-    __slots__ = ("candidates", "bm25", "dense", "degraded", "weights", "query_language", "stages")
+    __slots__ = ("candidates", "bm25", "dense", "degraded", "weights", "query_language", "stages", "route_signals", "competence", "fusion", "sparse")
     class WeightsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class RouteSignalsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class CompetenceEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -57,6 +71,10 @@ class RetrieveResponse(_message.Message):
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     QUERY_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
+    ROUTE_SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    COMPETENCE_FIELD_NUMBER: _ClassVar[int]
+    FUSION_FIELD_NUMBER: _ClassVar[int]
+    SPARSE_FIELD_NUMBER: _ClassVar[int]
     candidates: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
     bm25: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
     dense: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
@@ -64,4 +82,8 @@ class RetrieveResponse(_message.Message):
     weights: _containers.ScalarMap[str, float]
     query_language: str
     stages: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.StageReport]
-    def __init__(self, candidates: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., bm25: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., dense: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., weights: _Optional[_Mapping[str, float]] = ..., query_language: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ...) -> None: ...
+    route_signals: _containers.ScalarMap[str, float]
+    competence: _containers.ScalarMap[str, float]
+    fusion: str
+    sparse: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
+    def __init__(self, candidates: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., bm25: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., dense: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., weights: _Optional[_Mapping[str, float]] = ..., query_language: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ..., route_signals: _Optional[_Mapping[str, float]] = ..., competence: _Optional[_Mapping[str, float]] = ..., fusion: _Optional[str] = ..., sparse: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ...) -> None: ...

@@ -26,7 +26,8 @@ if _version_not_supported:
 
 
 class RetrieverServiceStub(object):
-    """Layer 3: BM25 and dense routes run concurrently, fused with weighted RRF.
+    """Layer 3: BM25 and dense routes run concurrently, fused by the KB's fusion function
+    (weighted RRF or a convex combination of normalised scores) with competence-scaled weights.
     """
 
     def __init__(self, channel):
@@ -48,7 +49,8 @@ class RetrieverServiceStub(object):
 
 
 class RetrieverServiceServicer(object):
-    """Layer 3: BM25 and dense routes run concurrently, fused with weighted RRF.
+    """Layer 3: BM25 and dense routes run concurrently, fused by the KB's fusion function
+    (weighted RRF or a convex combination of normalised scores) with competence-scaled weights.
     """
 
     def Retrieve(self, request, context):
@@ -86,7 +88,8 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class RetrieverService(object):
-    """Layer 3: BM25 and dense routes run concurrently, fused with weighted RRF.
+    """Layer 3: BM25 and dense routes run concurrently, fused by the KB's fusion function
+    (weighted RRF or a convex combination of normalised scores) with competence-scaled weights.
     """
 
     @staticmethod

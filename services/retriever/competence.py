@@ -1,0 +1,111 @@
+"""How far each route can be trusted for one query, measured rather than assumed per language.
+
+Signals (all reported in the retrieve response and so in every trace):
+
+- dense.query_unknown    share of the query's tokens the embedder's own tokenizer maps to its
+                         unknown token (all-MiniLM-L6-v2 on Chinese: about half)
+- dense.hits_unknown     the same share over the text of the top hits of both routes: the part
+                         of the knowledge base this query reaches, as the embedder sees it
+- bm25.term_coverage     share of the query's keyword terms present in the BM25 route's top hits
+                         (0 when the keyword engine found nothing: it cannot read this query)
+- bm25.top_z, dense.top_z  how far the top score stands above the rest of its list (z-score):
+                         the shape of the score distribution
+- agreement              share of the two routes' top-10 lists they have in common
+
+Competence is in [0, 1] and multiplies the KB's route weight. Dense (and sparse: the same
+model's tokenizer gives its lexical weights) competence falls
+linearly with the unknown share and is 0 at `dense_max_unknown_share`: a model that cannot
+read the query or the text it would be compared with gets no weight. BM25 competence rises
+linearly with term coverage and is 1 from `bm25_min_term_coverage` on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.config import RetrieverConfig
+from shared.contracts import chunk_pb2
+from shared.embedders import Embedder
+from shared.stores.elasticsearch import porter
+from shared.text import Analyzer, analyze, query_terms
+
+TOP_HITS = 5  # hits per route whose text is checked for unknown tokens
+TERM_HITS = 10  # BM25 hits searched for the query's terms
+AGREEMENT_DEPTH = 10
+HIT_CHARS = 2000  # of each hit's text (long chunks are embedded truncated anyway)
+
+
+@dataclass
+class Competence:
+    signals: dict[str, float]
+    competence: dict[str, float]
+
+
+def top_z(candidates: Sequence[chunk_pb2.Candidate], depth: int = AGREEMENT_DEPTH) -> float:
+    scores = np.array([c.score for c in candidates[:depth]], dtype=np.float64)
+    if scores.size < 2 or scores.std() == 0:
+        return 0.0
+    return float((scores[0] - scores.mean()) / scores.std())
+
+
+def term_coverage(query: str, hits: Sequence[chunk_pb2.Candidate], analyzer: Analyzer) -> float:
+    """Compared after the keyword engines' own Porter stemming, so "charging" matches "charges"."""
+    terms = set(porter(query_terms(query, analyzer)))
+    if not terms or not hits:
+        return 0.0
+    seen: set[str] = set()
+    for hit in hits[:TERM_HITS]:
+        seen.update(porter(analyze(hit.chunk.content, analyzer)))
+    return len(terms & seen) / len(terms)
+
+
+def agreement(first: Sequence[chunk_pb2.Candidate], second: Sequence[chunk_pb2.Candidate]) -> float:
+    if not first or not second:
+        return 0.0
+    top_first = {c.chunk.chunk_id for c in first[:AGREEMENT_DEPTH]}
+    top_second = {c.chunk.chunk_id for c in second[:AGREEMENT_DEPTH]}
+    return len(top_first & top_second) / min(AGREEMENT_DEPTH, len(top_first), len(top_second))
+
+
+def hits_unknown_share(embedder: Embedder, lists: Sequence[Sequence[chunk_pb2.Candidate]]) -> float:
+    texts = list(dict.fromkeys(c.chunk.content[:HIT_CHARS] for hits in lists for c in hits[:TOP_HITS]))
+    if not texts:
+        return 0.0
+    return float(np.mean([embedder.unknown_token_share(text) for text in texts]))
+
+
+def measure(query: str, bm25: Sequence[chunk_pb2.Candidate] | None, dense: Sequence[chunk_pb2.Candidate] | None,
+            embedder: Embedder, analyzer: Analyzer, config: RetrieverConfig,
+            sparse: Sequence[chunk_pb2.Candidate] | None = None) -> Competence:
+    """Signals and competence of each route that answered (a failed or absent route is None)."""
+    signals: dict[str, float] = {}
+    competence: dict[str, float] = {}
+    if bm25 is not None:
+        signals["bm25.term_coverage"] = term_coverage(query, bm25, analyzer)
+        signals["bm25.top_z"] = top_z(bm25)
+        competence["bm25"] = min(1.0, signals["bm25.term_coverage"] / config.bm25_min_term_coverage)
+    if dense is not None or sparse is not None:
+        signals["dense.query_unknown"] = embedder.unknown_token_share(query)
+        signals["dense.hits_unknown"] = hits_unknown_share(embedder, [bm25 or [], dense or [], sparse or []])
+        unknown = max(signals["dense.query_unknown"], signals["dense.hits_unknown"])
+        readable = max(0.0, 1.0 - unknown / config.dense_max_unknown_share)
+        if dense is not None:
+            signals["dense.top_z"] = top_z(dense)
+            competence["dense"] = readable
+        if sparse is not None:
+            signals["sparse.top_z"] = top_z(sparse)
+            competence["sparse"] = readable
+    if bm25 is not None and dense is not None:
+        signals["agreement"] = agreement(bm25, dense)
+    return Competence(signals={k: round(v, 4) for k, v in signals.items()},
+                      competence={k: round(v, 4) for k, v in competence.items()})
+
+
+def effective_weights(base: dict[str, float], competence: dict[str, float]) -> dict[str, float]:
+    """Base weight x competence per route; when that leaves no weight at all, every route counts the same
+    (something must rank the candidates, and the signals in the response show why)."""
+    weights = {route: base[route] * competence.get(route, 1.0) for route in base}
+    return weights if any(weights.values()) else {route: 1.0 for route in base}

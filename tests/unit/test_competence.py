@@ -1,0 +1,71 @@
+"""Route competence measured with the shipped all-MiniLM-L6-v2 tokenizer (no stores)."""
+
+import pytest
+
+from services.retriever.competence import agreement, measure, top_z
+from shared.config import RetrieverConfig
+from shared.contracts import chunk_pb2
+from shared.embedders import SentenceTransformerEmbedder
+
+pytestmark = pytest.mark.unit
+
+ENGLISH = "The charging dock charges the battery from 20% to 80% in 45 minutes."
+CHINESE = "充电桩在45分钟内将 AMR-7 的电池从20%充到80%。在充电桩上从电量耗尽充到100%需要90分钟。"
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+
+
+def hits(*contents: str, scores=None) -> list[chunk_pb2.Candidate]:
+    scores = scores or [10.0 - n for n in range(len(contents))]
+    return [chunk_pb2.Candidate(chunk=chunk_pb2.KnowledgeChunk(chunk_id=text, content=text), score=score)
+            for text, score in zip(contents, scores)]
+
+
+def test_unknown_token_share_uses_the_models_own_tokenizer(embedder):
+    assert embedder.unknown_token_share("How long does charging take?") == 0
+    assert embedder.unknown_token_share("范廷颂是什么时候被任为主教的？") > 0.5
+    assert embedder.unknown_token_share("") == 0
+
+
+def test_english_query_on_english_text_trusts_both_routes(embedder):
+    measured = measure("charging the battery in minutes", hits(ENGLISH), hits(ENGLISH), embedder, "jieba",
+                       RetrieverConfig())
+    assert measured.competence == {"bm25": 1.0, "dense": 1.0}
+    assert measured.signals["agreement"] == 1.0 and measured.signals["dense.hits_unknown"] == 0
+
+
+def test_dense_gets_no_competence_when_the_model_cannot_read_the_query(embedder):
+    measured = measure("电池从20%充到80%需要多长时间？", hits(CHINESE), hits(CHINESE), embedder, "jieba",
+                       RetrieverConfig())
+    assert measured.signals["dense.query_unknown"] > 0.25
+    assert measured.competence["dense"] == 0 and measured.competence["bm25"] == 1.0
+
+
+def test_dense_gets_no_competence_when_the_text_it_reaches_is_unreadable(embedder):
+    # an English query the model reads, over Chinese chunks it cannot: cosine scores mean nothing
+    measured = measure("charging time", hits(CHINESE), hits(CHINESE), embedder, "jieba", RetrieverConfig())
+    assert measured.signals["dense.query_unknown"] == 0 and measured.signals["dense.hits_unknown"] > 0.25
+    assert measured.competence["dense"] == 0
+
+
+def test_bm25_without_matching_terms_gets_no_competence(embedder):
+    measured = measure("battery chemistry", [], hits(ENGLISH), embedder, "jieba", RetrieverConfig())
+    assert measured.signals["bm25.term_coverage"] == 0 and measured.competence["bm25"] == 0
+    partial = measure("battery warranty terms", hits(ENGLISH), hits(ENGLISH), embedder, "jieba",
+                      RetrieverConfig(bm25_min_term_coverage=0.5))
+    assert partial.signals["bm25.term_coverage"] == pytest.approx(1 / 3, abs=1e-3)
+    assert partial.competence["bm25"] == pytest.approx(2 / 3, abs=1e-3)
+
+
+def test_a_failed_route_has_no_signals_and_no_competence(embedder):
+    measured = measure("charging time", None, hits(ENGLISH), embedder, "jieba", RetrieverConfig())
+    assert "bm25" not in measured.competence and "agreement" not in measured.signals
+
+
+def test_score_shape_and_agreement():
+    assert top_z(hits("a", "b", "c", scores=[9.0, 1.0, 1.0])) == pytest.approx((9 - 11 / 3) / (8 * 2 ** 0.5 / 3))
+    assert top_z(hits("a")) == 0
+    assert agreement(hits("a", "b"), hits("b", "c")) == 0.5 and agreement([], hits("a")) == 0

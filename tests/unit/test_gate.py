@@ -34,6 +34,7 @@ def kb(tmp_path):
         {"query": "battery charging dock minutes", "relevant": ["dock-1", "dock-2", "dock-3"]},
     ]), encoding="utf-8")
     # the operator's side: a model it offers (for the embedder-change test)
+    settings.data_dir.mkdir(parents=True)
     (settings.data_dir / "profiles.yaml").write_text("models: {bge-m3: /models/bge-m3}\n", encoding="utf-8")
     catalog.create("gated", config_yaml="retriever: {max_ndcg_drop: 0.01}")
     # the golden file is a path on the server: set by the operator's tools, never by a tenant's KB config

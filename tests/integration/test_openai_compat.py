@@ -5,8 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from services.gateway.auth import key_store_for
-from tests.integration.conftest import ingest_folder
+from tests.integration.conftest import samples_and_reader_keys
 
 pytestmark = pytest.mark.integration
 
@@ -20,15 +19,8 @@ QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def keys(stack, client):
-    """The samples in the default namespace, then keys: a reader of `default` and one of an empty namespace."""
-    client.create_kb(KB)
-    assert {j["state"] for j in ingest_folder(client, KB)} == {"done"}
-    store = key_store_for(stack.settings)
-    created = {"reader": store.create("oa-reader", role="reader", namespaces=["default"]),
-               "elsewhere": store.create("oa-elsewhere", role="reader", namespaces=["elsewhere"])}
-    yield created
-    for name in ("oa-reader", "oa-elsewhere"):
-        store.delete(name)
+    """The samples, a reader key of their namespace and one of an empty namespace."""
+    yield from samples_and_reader_keys(stack, client, KB, "oa")
 
 
 def openai_client(stack, key: str) -> openai.OpenAI:

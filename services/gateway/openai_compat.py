@@ -42,11 +42,18 @@ class ModelNotFound(NotFound):
     """The model named in a chat request is no knowledge base (OpenAI clients expect `model_not_found`)."""
 
 
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")  # image_url and the like are accepted and ignored
+
+    type: str
+    text: str = ""
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")  # name, tool_calls and the like are accepted and ignored
 
     role: str
-    content: str | list[dict] | None = None
+    content: str | list[ContentPart] | None = None
 
 
 class ChatCompletionBody(BaseModel):
@@ -98,7 +105,7 @@ def question_of(messages: list[ChatMessage]) -> str:
         if message.role != "user":
             continue
         if isinstance(message.content, list):
-            return "\n".join(part.get("text", "") for part in message.content if part.get("type") == "text")
+            return "\n".join(part.text for part in message.content if part.type == "text")
         return message.content or ""
     raise InvalidArgument("messages: a chat completion needs at least one message with role 'user'")
 

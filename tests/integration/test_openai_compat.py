@@ -59,7 +59,9 @@ def test_completion_cites_in_the_text_and_in_the_extra_field(reader, question, a
 @pytest.mark.parametrize(("question", "answer", "doc_id"), QUESTIONS)
 def test_streamed_completion_has_the_answer_then_sources_then_citations(reader, question, answer, doc_id):
     stream = reader.chat.completions.create(model=KB, stream=True,
-                                            messages=[{"role": "user", "content": [{"type": "text", "text": question}]}])
+                                            messages=[{"role": "user", "content": [
+                                                {"type": "text", "text": question},
+                                                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}])
     chunks = list(stream)
     assert chunks[0].choices[0].delta.role == "assistant"
     assert len({c.id for c in chunks}) == 1 and {c.object for c in chunks} == {"chat.completion.chunk"}

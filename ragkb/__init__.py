@@ -1,1 +1,6 @@
-"""ragkb: the user-facing package — CLI, REST client and the embedded (one-process) stack."""
+"""ragkb: the user-facing package — CLI, REST clients and the embedded (one-process) stack."""
+
+from ragkb.aio import AsyncClient
+from ragkb.client import RagkbApiError, RagkbClient
+
+__all__ = ["AsyncClient", "RagkbApiError", "RagkbClient"]

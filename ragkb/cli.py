@@ -382,6 +382,13 @@ def cmd_reconcile(args) -> int:
     return 0
 
 
+def cmd_mcp(args) -> int:
+    from ragkb.mcp_server import serve  # the mcp SDK is an optional extra: ragkb[mcp]
+
+    serve(transport=args.transport, base_url=args.url, api_key=args.api_key, host=args.host, port=args.port)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragkb", description="RAG knowledge infrastructure")
     parser.add_argument("--url", default=None, help="gateway REST URL (default $RAGKB_URL or http://127.0.0.1:8780)")
@@ -432,6 +439,16 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--top-k", type=int, default=0)
     ask.add_argument("--json", action="store_true", help="print the full response")
     ask.set_defaults(func=cmd_ask)
+
+    mcp = commands.add_parser("mcp", help="serve the knowledge bases to MCP clients (list_kbs, search, ask)")
+    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                     help="stdio (default), or streamable HTTP at http://HOST:PORT/mcp")
+    mcp.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on")
+    mcp.add_argument("--port", type=int, default=8790, help="HTTP port")
+    mcp.add_argument("--api-key", default=None,
+                     help="key for calls that bring none (default $RAGKB_API_KEY); over HTTP each request's "
+                          "own 'Authorization: Bearer' key is used")
+    mcp.set_defaults(func=cmd_mcp)
 
     docs = commands.add_parser("docs", help="documents").add_subparsers(dest="docs_command", required=True)
     listing = docs.add_parser("list")

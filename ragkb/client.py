@@ -21,6 +21,22 @@ class RagkbApiError(Exception):
         self.status, self.kind, self.message, self.stage = status, kind, message, stage
 
 
+def api_error(response: httpx.Response) -> RagkbApiError:
+    """The gateway's error answer (already read) as an exception."""
+    body = response.json() if _is_json(response) else {}
+    error = body.get("error") or {}
+    if not error and "detail" in body:  # FastAPI's own request validation errors
+        error = {"type": "ValidationError", "message": str(body["detail"])}
+    return RagkbApiError(response.status_code, error.get("type", "HTTPError"),
+                         error.get("message", response.text[:500]), error.get("stage"))
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The Authorization header for `api_key`, or for $RAGKB_API_KEY when it is None."""
+    api_key = api_key if api_key is not None else os.environ.get("RAGKB_API_KEY", "")
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 def default_url() -> str:
     if "RAGKB_URL" in os.environ:
         return os.environ["RAGKB_URL"]
@@ -30,19 +46,12 @@ def default_url() -> str:
 class RagkbClient:
     def __init__(self, base_url: str | None = None, *, timeout_s: float = 120.0, api_key: str | None = None):
         self.base_url = base_url or default_url()
-        api_key = api_key if api_key is not None else os.environ.get("RAGKB_API_KEY", "")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=headers)
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=auth_headers(api_key))
 
     def _request(self, method: str, path: str, **kwargs) -> dict:
         response = self._http.request(method, path, **kwargs)
         if response.status_code >= 400:
-            body = response.json() if _is_json(response) else {}
-            error = body.get("error") or {}
-            if not error and "detail" in body:  # FastAPI's own request validation errors
-                error = {"type": "ValidationError", "message": str(body["detail"])}
-            raise RagkbApiError(response.status_code, error.get("type", "HTTPError"),
-                                error.get("message", response.text[:500]), error.get("stage"))
+            raise api_error(response)
         return response.json()
 
     def health(self) -> dict:

@@ -18,6 +18,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from ragkb.chunks import chunk_metadata, chunk_text
 from ragkb.client import RagkbClient
 
 
@@ -46,13 +47,5 @@ class RagkbRetriever(BaseRetriever):
 
 
 def to_document(candidate: dict, trace_id: str = "") -> Document:
-    chunk = candidate["chunk"]
-    metadata = {
-        "chunk_id": chunk["chunk_id"], "doc_id": chunk["doc_id"], "kb": chunk["kb"], "namespace": chunk["namespace"],
-        "heading_path": list(chunk.get("heading_path", [])), "source": chunk.get("source", {}).get("uri", ""),
-        "score": candidate.get("score", 0.0), "rerank_score": candidate.get("rerank_score", 0.0),
-        "bm25_rank": candidate.get("bm25_rank", 0), "dense_rank": candidate.get("dense_rank", 0),
-        "trace_id": trace_id,
-    }
-    return Document(page_content=chunk.get("raw_content") or chunk.get("content", ""), metadata=metadata,
-                    id=chunk["chunk_id"])
+    chunk_id = candidate["chunk"]["chunk_id"]
+    return Document(page_content=chunk_text(candidate), metadata=chunk_metadata(candidate, trace_id), id=chunk_id)

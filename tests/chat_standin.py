@@ -93,12 +93,7 @@ class ChatStandIn:
                 })
 
             def _json(self, status: int, payload: dict):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, payload)
 
             def _stream(self, model: str, text: str):
                 self.send_response(200)
@@ -127,6 +122,15 @@ class ChatStandIn:
                 self.wfile.flush()
 
         return Handler
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
+    data = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 def cite_source_containing(*needles: str, sentence: str) -> Responder:

@@ -283,5 +283,5 @@ def grpc_role(full_method: str) -> str:
     return "reader" if name.startswith(("Get", "List", "Query", "Stream", "Chat")) else "writer"
 
 
-# POST actions that only read the knowledge base (queries, streams, conversation turns, replays)
-READ_ACTIONS = ("query", "stream", "chat", "messages", "replay", "retrieve", "ask")
+# POST actions that only read the knowledge base (queries, streams, conversation turns, replays, chat completions)
+READ_ACTIONS = ("query", "stream", "chat", "messages", "replay", "retrieve", "ask", "completions")

@@ -14,7 +14,9 @@ from urllib.parse import parse_qsl, unquote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.gateway.error_body import error_body
 from shared.text import text_problem
+
 
 def json_problem(value, where: str = "body") -> str | None:
     """The first unacceptable string anywhere in a decoded JSON value (keys included)."""
@@ -45,7 +47,7 @@ class RequestHygiene:
             return
         problem = _url_problem(scope)
         if problem:
-            await _error(send, 400, "InvalidArgument", problem)
+            await _error(scope, send, 400, "InvalidArgument", problem)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
         content_type = headers.get("content-type", "")
@@ -54,7 +56,7 @@ class RequestHygiene:
             return
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_json_bytes:
-            await _error(send, 413, "PayloadTooLarge", self._too_large(int(declared)))
+            await _error(scope, send, 413, "PayloadTooLarge", self._too_large(int(declared)))
             return
         body, more = bytearray(), True
         while more:
@@ -64,11 +66,11 @@ class RequestHygiene:
             body.extend(message.get("body", b""))
             more = message.get("more_body", False)
             if len(body) > self.max_json_bytes:
-                await _error(send, 413, "PayloadTooLarge", self._too_large(len(body)))
+                await _error(scope, send, 413, "PayloadTooLarge", self._too_large(len(body)))
                 return
         problem = _body_problem(bytes(body), content_type)
         if problem:
-            await _error(send, 400, "InvalidArgument", problem)
+            await _error(scope, send, 400, "InvalidArgument", problem)
             return
         replayed = False
 
@@ -120,8 +122,8 @@ def _body_problem(body: bytes, content_type: str) -> str | None:
     return json_problem(value)
 
 
-async def _error(send: Send, status: int, kind: str, message: str) -> None:
-    payload = json.dumps({"error": {"type": kind, "message": message, "stage": None}}).encode("utf-8")
+async def _error(scope: Scope, send: Send, status: int, kind: str, message: str) -> None:
+    payload = json.dumps(error_body(scope["path"], status, kind, message)).encode("utf-8")
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
                             (b"connection", b"close")]})

@@ -17,7 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from google.protobuf import json_format
 from pydantic import BaseModel, Field
 
-from services.gateway import auth_rest, conversations, debug, steps_rest, trace_rest
+from services.gateway import auth_rest, conversations, debug, openai_compat, steps_rest, trace_rest
+from services.gateway.error_body import error_body
 from services.gateway.gateway import MAX_UPLOAD_BYTES, Gateway
 from services.gateway.hygiene import RequestHygiene
 from services.gateway.upload_limit import UploadSizeLimit
@@ -88,30 +89,30 @@ def create_app(gateway: Gateway, *, max_json_bytes: int = 1024 * 1024) -> FastAP
     for router in (trace_rest.router, steps_rest.router, auth_rest.router, debug.router):
         app.include_router(router)
     app.include_router(conversations.router)  # streamed answers (SSE)
+    app.include_router(openai_compat.router)  # a knowledge base as an OpenAI chat model
 
     @app.exception_handler(RagkbError)
     async def _ragkb_error(request: Request, error: RagkbError):
         return JSONResponse(status_code=error.http_status,
-                            content={"error": {"type": type(error).__name__, "message": error.message,
-                                               "stage": error.stage}})
+                            content=error_body(request.url.path, error.http_status, type(error).__name__,
+                                               error.message, error.stage))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, error: StarletteHTTPException):
         kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(error.status_code, "HTTPError")
         return JSONResponse(status_code=error.status_code, headers=getattr(error, "headers", None),
-                            content={"error": {"type": kind, "message": str(error.detail), "stage": None}})
+                            content=error_body(request.url.path, error.status_code, kind, str(error.detail)))
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception):
         log.exception("%s %s failed", request.method, request.url.path)
-        return JSONResponse(status_code=500, content={"error": {
-            "type": "Internal", "message": "internal error; the server log has the details", "stage": None}})
+        return JSONResponse(status_code=500, content=error_body(
+            request.url.path, 500, "Internal", "internal error; the server log has the details"))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, error: RequestValidationError):
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        return JSONResponse(status_code=400, content={"error": {"type": "InvalidArgument", "message": problems,
-                                                                "stage": None}})
+        return JSONResponse(status_code=400, content=error_body(request.url.path, 400, "InvalidArgument", problems))
 
     @app.get("/healthz")
     def healthz():

@@ -195,7 +195,8 @@ class GrpcGenerator:
                          citation_issues=list(response.citation_issues), refused=response.refused,
                          metadata={"generator": response.generator,
                                    "citation_issues": str(len(response.citation_issues)),
-                                   "refused": str(response.refused).lower()})
+                                   "refused": str(response.refused).lower(),
+                                   "refusal_reason": response.refusal_reason})
 
 
 def rrf_merge(lists: list[list[chunk_pb2.Candidate]], *, k: int, limit: int) -> list[chunk_pb2.Candidate]:

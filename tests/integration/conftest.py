@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from ragkb.client import RagkbClient, iter_files
+from ragkb.client import RagkbApiError, RagkbClient, iter_files
 from ragkb.embedded import EmbeddedStack
+from services.gateway.auth import key_store_for
 from shared import tls
 from shared.config import Settings
 from tests.conftest import SAMPLES
@@ -33,6 +36,33 @@ def ingest_folder(client: RagkbClient, kb: str, folder=SAMPLES, *, namespace: st
     jobs = [client.upload(kb, name, path.read_bytes(), namespace=namespace)["job_id"]
             for path, name in iter_files(folder) if name != "README.md"]
     return client.wait(jobs, timeout_s=300)
+
+
+def create_samples_kb(client: RagkbClient, kb: str, *, description: str = "") -> None:
+    """`kb` with every sample document. The first knowledge base of a stack loads the embedding model, which on a
+    busy machine can outlast the call's deadline (504) while the indexer goes on: then wait until it exists."""
+    try:
+        client.create_kb(kb, description=description)
+    except RagkbApiError as error:
+        if error.status != 504:
+            raise
+        deadline = time.monotonic() + 300
+        while not any(known["name"] == kb for known in client.list_kbs()):
+            assert time.monotonic() < deadline, f"knowledge base {kb} was not created"
+            time.sleep(1)
+    assert {j["state"] for j in ingest_folder(client, kb)} == {"done"}
+
+
+def samples_and_reader_keys(stack, client: RagkbClient, kb: str, prefix: str, *, description: str = ""):
+    """Fixture body: the samples in `kb` (default namespace), then two reader keys, removed afterwards:
+    `reader` of the default namespace and `elsewhere` of an empty one. Keys turn authentication on."""
+    create_samples_kb(client, kb, description=description)
+    store = key_store_for(stack.settings)
+    names = {"reader": f"{prefix}-reader", "elsewhere": f"{prefix}-elsewhere"}
+    yield {role: store.create(name, role="reader", namespaces=["default" if role == "reader" else "elsewhere"])
+           for role, name in names.items()}
+    for name in names.values():
+        store.delete(name)
 
 
 # the bundled samples' questions: (question, text the answer and its cited chunk contain, doc id)

@@ -193,11 +193,29 @@ class RerankerConfig(_Section):
     restore_parts: bool = True  # a kept part of a split block brings its siblings, in order
 
 
+class AnswerabilityModel(_Section):
+    """A logistic model over named evidence signals and the probability below which the answer is refused."""
+
+    features: tuple[str, ...] = Field(min_length=1)
+    weights: tuple[float, ...]
+    bias: float
+    threshold: float = Field(ge=0, le=1)
+
+    @field_validator("weights")
+    @classmethod
+    def _one_weight_per_feature(cls, value: tuple[float, ...], info) -> tuple[float, ...]:
+        features = info.data.get("features", ())
+        if len(value) != len(features):
+            raise ValueError(f"{len(value)} weights for {len(features)} features")
+        return value
+
+
 class GeneratorConfig(_Section):
     name: str = "extractive"  # extractive (offline) | openai (any OpenAI-compatible chat API)
     max_sentences: int = Field(3, ge=1, le=20)
-    # refuse without calling the model when the best source covers less of the question than this
-    min_evidence_score: float = Field(0.4, ge=0, le=1)  # calibrated: scripts/bench/refusal.py
+    # a floor under the calibrated answerability model (`answerability` below): refuse without calling the
+    # model when the best source covers less than this share of the question's content terms
+    min_evidence_score: float = Field(0.25, ge=0, le=1)
     templates_dir: str = ""  # a directory whose files override the built-in prompt templates
     # openai: base URL of an OpenAI-compatible server (OpenAI, vLLM, Ollama), model, key from the NAMED env var
     base_url: str = "http://127.0.0.1:11434/v1"
@@ -208,11 +226,15 @@ class GeneratorConfig(_Section):
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
     # claim check: each cited sentence scored against the chunks it cites
-    claim_check: Literal["lexical+embedding", "lexical", "cross-encoder", "off"] = "lexical+embedding"
+    # lexical+embedding and lexical also catch negation flips, number/unit mismatches, swapped entities, antonyms
+    claim_check: Literal["lexical+embedding", "lexical", "cross-encoder", "nli", "llm", "off"] = "lexical+embedding"
     min_claim_support: float = Field(0.4, ge=0, le=1)
     unsupported_claims: Literal["flag", "drop"] = "flag"
     refusal_en: str = "No relevant knowledge was found for this question."
     refusal_zh: str = "知识库中没有找到与该问题相关的内容。"
+    # answerability: per question language ("en", "zh"), written by `ragkb calibrate`; unset = shipped defaults
+    answerability: dict[str, AnswerabilityModel] = {}
+    nli_model: str = ""  # claim_check nli: a local sequence-classification model directory (entail/neutral/contradict)
 
 
 class KBConfig(_Section):

@@ -34,12 +34,23 @@ class KnowledgeBaseCatalog:
             if path.exists():
                 raise AlreadyExists(f"knowledge base {name!r} already exists")
             self._dir.mkdir(parents=True, exist_ok=True)
-            # write-then-rename so a reader never sees half a file
-            fd, tmp = tempfile.mkstemp(dir=self._dir, suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(config.to_yaml())
-            os.replace(tmp, path)
+            self._write(path, config)
         return config
+
+    def replace(self, name: str, config: KBConfig) -> None:
+        """Write a KB's whole config (e.g. after calibration); the KB must exist."""
+        path = self._path(name)
+        with self._lock:
+            if not path.exists():
+                raise NotFound(f"knowledge base {name!r} does not exist")
+            self._write(path, config)
+
+    def _write(self, path: Path, config: KBConfig) -> None:
+        # write-then-rename so a reader never sees half a file
+        fd, tmp = tempfile.mkstemp(dir=self._dir, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(config.to_yaml())
+        os.replace(tmp, path)
 
     def get(self, name: str) -> KBConfig:
         path = self._path(name)

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,10 +57,10 @@ class RowResult:
                 "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95))}
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def jsonl_records(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line; a line that is not a JSON object is an error naming it."""
     if not path.is_file():
-        raise InvalidArgument(f"BEIR dataset file missing: {path}")
-    records = []
+        raise InvalidArgument(f"no such file: {path}")
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -68,9 +69,19 @@ def _read_jsonl(path: Path) -> list[dict]:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
                 raise InvalidArgument(f"{path}:{number} is not valid JSON: {error}") from None
-            if not isinstance(record, dict) or "_id" not in record:
-                raise InvalidArgument(f"{path}:{number} has no _id field")
-            records.append(record)
+            if not isinstance(record, dict):
+                raise InvalidArgument(f"{path}:{number} must be a JSON object")
+            yield number, record
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise InvalidArgument(f"BEIR dataset file missing: {path}")
+    records = []
+    for number, record in jsonl_records(path):
+        if "_id" not in record:
+            raise InvalidArgument(f"{path}:{number} has no _id field")
+        records.append(record)
     return records
 
 

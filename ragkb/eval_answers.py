@@ -18,14 +18,13 @@ Every question belongs to a fixed part, `tune` or `unseen`, by a hash of its id:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import string
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from ragkb.eval import jsonl_records
 from shared.contracts import chunk_pb2
 from shared.errors import InvalidArgument
 from shared.text import detect_language
@@ -81,25 +81,9 @@ class Outcome:
     signals: dict[str, float] = field(default_factory=dict)
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    if not path.is_file():
-        raise InvalidArgument(f"no such file: {path}")
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InvalidArgument(f"{path}:{number} is not valid JSON: {error}") from None
-            if not isinstance(record, dict):
-                raise InvalidArgument(f"{path}:{number} must be a JSON object")
-            yield number, record
-
-
 def load_questions(path: Path) -> list[Question]:
     questions = []
-    for number, record in _jsonl(path):
+    for number, record in jsonl_records(path):
         missing = [k for k in ("id", "question", "answerable") if k not in record]
         if missing:
             raise InvalidArgument(f"{path}:{number} lacks {', '.join(missing)}")
@@ -313,7 +297,7 @@ def corpus_chunks(kb: str, corpus: Path, *, chunker=None) -> list[chunk_pb2.Know
 
     passages: dict[str, tuple[str, str]] = {}
     chunks: list[chunk_pb2.KnowledgeChunk] = []
-    for number, record in _jsonl(corpus):
+    for number, record in jsonl_records(corpus):
         doc_id = str(record.get("_id") or "")
         if not doc_id:
             raise InvalidArgument(f"{corpus}:{number} has no _id")

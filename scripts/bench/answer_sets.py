@@ -73,6 +73,8 @@ def read_qrels(path: Path) -> dict[str, set[str]]:
 def write(out: Path, name: str, corpus: list[dict], questions: list[dict]) -> None:
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
+    # hash order mixes both kinds, so the first N questions (`--limit N`) are a fair sample
+    questions = sorted(questions, key=lambda q: hashlib.sha1(q["id"].encode()).hexdigest())
     for file, records in (("corpus.jsonl", corpus), ("questions.jsonl", questions)):
         with open(folder / file, "w", encoding="utf-8") as handle:
             handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)

@@ -3,11 +3,13 @@
 Every sentence of the sources is scored against the question: lexical (share of
 the question's idf-weighted content terms it holds, its passage heading helping
 a little) plus, when the KB's embedder understands the question's language, the
-embedding cosine of question and sentence. The answer span is a run of
-contiguous sentences of the best passage; a passage whose best sentence is far
-below the best one contributes nothing (it is what made answers cite unrelated
-passages). Table rows, infobox-like fragments and sentences that address the
-assistant are never evidence.
+embedding cosine of question and sentence (only for sentences that share a
+term with the question: the others cannot be in the span). The answer span is a
+run of contiguous sentences of the best passage, and no other passage is quoted
+(weaker passages mixed into the answer are what made citations imprecise).
+Table rows count only when no sentence does as well or the question asks for a
+table; infobox-like fragments and sentences that address the assistant are
+never evidence.
 
 The same pass yields the answerability signals (see `answerability.py`):
 coverage of the question by the best source and by the span, sentence-level
@@ -40,7 +42,6 @@ LEXICAL_WEIGHT_WITH_DENSE = 0.5  # share of the lexical score when a dense score
 HEADING_BONUS = 0.15  # question terms found only in the passage heading count this much
 FOREIGN_LANGUAGE_FACTOR = 0.6  # a sentence in another language than the question's
 TABLE_ROW_FACTOR = 0.75  # a table row, unless the question asks for a table or list
-PASSAGE_RATIO = 0.8  # a passage contributes only when its best sentence reaches this share of the best
 NEIGHBOUR_RATIO = 0.85  # a neighbour sentence joins the span at this share of the span's best sentence
 
 
@@ -168,9 +169,12 @@ def select_evidence(query: str, sources: Sequence[chunk_pb2.Candidate], *, embed
     idf = {t: math.log(1 + total / (1 + frequency[t])) for t in wanted}
     weight = sum(idf.values()) or 1.0
     dense_scores: list[float | None] = [None] * len(rows)
-    if embed is not None and rows and language in embed_languages:
-        vectors = embed([query, *(row[2] for row in rows)])
-        dense_scores = [float(np.dot(vectors[0], v)) for v in vectors[1:]]
+    # only sentences sharing a term with the question can be in the span: the others are not embedded
+    sharing = [i for i, row in enumerate(rows) if wanted & (row[3] | row[4])]
+    if embed is not None and sharing and language in embed_languages:
+        vectors = embed([query, *(rows[i][2] for i in sharing)])
+        for i, vector in zip(sharing, vectors[1:]):
+            dense_scores[i] = float(np.dot(vectors[0], vector))
     scored = []
     for (number, order, sentence, sentence_terms, heading), dense in zip(rows, dense_scores):
         lexical = sum(idf[t] for t in wanted & sentence_terms) / weight
@@ -208,15 +212,6 @@ def _span(scored: list[ScoredSentence], max_sentences: int, *, tables_wanted: bo
         chosen = max(options, key=lambda s: s.score)
         span = [chosen, *span] if chosen is before else [*span, chosen]
     return span
-
-
-def passages_near_best(evidence: Evidence) -> list[int]:
-    """Sources whose best sentence reaches PASSAGE_RATIO of the best one: the only ones worth citing."""
-    best_by_source: dict[int, float] = {}
-    for sentence in evidence.sentences:
-        best_by_source[sentence.number] = max(best_by_source.get(sentence.number, 0.0), sentence.score)
-    top = max(best_by_source.values(), default=0.0)
-    return sorted(n for n, score in best_by_source.items() if top > 0 and score >= PASSAGE_RATIO * top)
 
 
 SIGNALS = ("coverage", "span_coverage", "sentence_lexical", "sentence_dense", "dense_top", "dense_margin",

@@ -191,6 +191,10 @@ def cmd_ask(args) -> int:
             print(f"  [{citation['number']}] {citation['doc_id']} — {path}")
     for issue in result["citation_issues"]:
         print(f"  citation {issue['marker']}: {issue['reason']} ({issue['action']})")
+    answerability = result.get("answerability") or {}
+    if answerability:
+        print(f"\nEvidence {answerability.get('evidence_score', 0.0):.2f}, {answerability.get('decision', '')}: "
+              f"{answerability.get('reason', '')}")
     if result["degraded"]:
         print(f"\nDegraded routes: {', '.join(result['degraded'])}")
     timings = ", ".join(f"{name} {stage['ms']:.1f} ms" for name, stage in result["stages"].items())

@@ -17,7 +17,7 @@ from services.generator.openai_client import ChatClient
 from services.generator.prompts import PromptBuilder, classify_intent, source_groups
 from services.parser.parser import parse_document
 from shared import components
-from shared.config import GeneratorConfig, KBConfig
+from shared.config import AnswerabilityModel, GeneratorConfig, KBConfig
 from shared.contracts import chunk_pb2
 from shared.errors import FailedPrecondition, InvalidArgument
 from tests.conftest import SAMPLES
@@ -42,6 +42,12 @@ def handbook() -> list[chunk_pb2.Candidate]:
 @pytest.fixture(scope="module")
 def embedder():
     return components.embedder_for(KBConfig(name="kb"))
+
+
+# The shipped answerability defaults lean on retrieval scores (dense cosine, BM25) that these bare
+# parsed chunks do not carry; here the gate is a model over the lexical signals alone.
+LEXICAL_GATE = GeneratorConfig(answerability={"en": AnswerabilityModel(
+    features=("coverage", "span_coverage"), weights=(6.0, 2.0), bias=-4.0, threshold=0.5)})
 
 
 def number_of(sources: list[chunk_pb2.Candidate], needle: str) -> int:
@@ -138,7 +144,7 @@ def test_evidence_score_separates_answerable_from_off_topic(request, query, sour
 
 
 def test_refusal_verdict_says_why(guide):
-    config = GeneratorConfig()
+    config = LEXICAL_GATE
     empty = decide(config, select_evidence("anything", []), has_sources=False)
     assert empty.refuse and empty.reason == "no sources survived retrieval and reranking"
     off_topic = decide(config, select_evidence("What is the capital of France?", guide), has_sources=True)
@@ -155,7 +161,7 @@ def test_answerer_refuses_weak_evidence_without_generating(guide):
             Recorder.calls += 1
             return super().generate(*args, **kwargs)
 
-    config = GeneratorConfig()
+    config = LEXICAL_GATE
     answerer = Answerer("kb", config, Recorder(config), ClaimChecker("lexical"))
     refused = answerer.answer("火星上有多少座火山？", guide)
     assert refused.refused and refused.answer == config.refusal_zh and Recorder.calls == 0
@@ -256,7 +262,7 @@ def test_bad_generator_config_names_the_field(yaml_text, field):
 
 
 def test_streamed_answer_ends_with_the_validated_final_event(guide):
-    config = GeneratorConfig()
+    config = LEXICAL_GATE
     answerer = Answerer("kb", config, ExtractiveGenerator(config), ClaimChecker("lexical"))
     events = list(answerer.stream("What is the maximum payload of the AMR-7?", guide))
     tokens = [e.token for e in events if e.WhichOneof("event") == "token"]

@@ -67,6 +67,7 @@ for _a, _b in _ANTONYMS:  # keyed by stem, as the words they are compared with
 # a number (not part of a model name such as AMR-7 or E310) and the unit right after it
 _QUANTITY = re.compile(r"(?<![\w.-])(\d+(?:[.,]\d+)*)\s*(%|°[CF]?|[A-Za-z]+(?:/[A-Za-z]+)?|[\u4e00-\u9fff])?")
 _ENTITY = re.compile(r"\b[A-Z][\w-]*(?:\s+(?:of\s+|the\s+)?[A-Z][\w-]*)*")
+QUANTITY_WEIGHT = 0.6  # how much stating the claim's numbers counts when aligning, against 1.0 for all its words
 ALIGNMENT_MIN = 0.5  # share of the claim's words its closest source sentence must hold to be compared
 
 
@@ -104,13 +105,19 @@ class ContradictionRules:
     name = "rules"
 
     def align(self, claim: str, texts: Sequence[str]) -> tuple[str, float]:
-        """The source sentence sharing the largest share of the claim's words, and that share."""
-        wanted = _words(claim)
-        best, share = "", 0.0
+        """The source sentence closest to the claim, and the share of the claim's words it holds.
+
+        Words decide; the claim's quantities found in a sentence add QUANTITY_WEIGHT x their share, so a
+        claim with few words is compared with the sentence that states its numbers, while a claim whose
+        words point at another sentence is still compared with that one."""
+        wanted, quantities = _words(claim), set(_quantities(claim))
+        best, share, best_rank = "", 0.0, 0.0
         for sentence in (s for text in texts for line in text.split("\n") for s in split_sentences(line)):
             held = len(wanted & _words(sentence)) / len(wanted) if wanted else 0.0
-            if held > share:
-                best, share = sentence, held
+            stated = len(quantities & set(_quantities(sentence))) / len(quantities) if quantities else 0.0
+            rank = held + QUANTITY_WEIGHT * stated
+            if rank > best_rank:
+                best, share, best_rank = sentence, held, rank
         return best, share
 
     def find(self, claim: str, texts: Sequence[str]) -> str:

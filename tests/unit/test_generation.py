@@ -17,10 +17,10 @@ from services.generator.openai_client import ChatClient
 from services.generator.prompts import PromptBuilder, classify_intent, source_groups
 from services.parser.parser import parse_document
 from shared import components
-from shared.config import AnswerabilityModel, GeneratorConfig, KBConfig
+from shared.config import GeneratorConfig, KBConfig
 from shared.contracts import chunk_pb2
 from shared.errors import FailedPrecondition, InvalidArgument
-from tests.conftest import SAMPLES
+from tests.conftest import LEXICAL_ANSWERABILITY, SAMPLES
 
 pytestmark = pytest.mark.unit
 
@@ -44,10 +44,7 @@ def embedder():
     return components.embedder_for(KBConfig(name="kb"))
 
 
-# The shipped answerability defaults lean on retrieval scores (dense cosine, BM25) that these bare
-# parsed chunks do not carry; here the gate is a model over the lexical signals alone.
-LEXICAL_GATE = GeneratorConfig(answerability={"en": AnswerabilityModel(
-    features=("coverage", "span_coverage"), weights=(6.0, 2.0), bias=-4.0, threshold=0.5)})
+LEXICAL_GATE = GeneratorConfig(answerability=LEXICAL_ANSWERABILITY)
 
 
 def number_of(sources: list[chunk_pb2.Candidate], needle: str) -> int:

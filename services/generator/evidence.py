@@ -37,10 +37,15 @@ Embed = Callable[[list[str]], np.ndarray]
 _TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
 _WORD = re.compile(r"[^\W\d_]{2,}|[\u3400-\u9fff]", re.UNICODE)
 _KEY_VALUE = re.compile(r"^[^.:：。]{1,40}[:：]\s*\S")
+_NUMBER_ASK = re.compile(r"\bhow (?:many|much|long|far|old|often|fast|big|large|heavy|high|tall)\b|\bwhen\b"
+                         r"|\bwhat (?:year|date|percentage|number)\b|多久|多少|几|多长|多大|多重|多高|何时|哪一?年|什么时候",
+                         re.IGNORECASE)
+_NUMBER = re.compile(r"\d|[一二三四五六七八九十百千万两]")
 _TABLE_ASK = re.compile(r"\b(?:table|list|specification|specs?|compare|comparison)\b|表格?|列表|参数|规格", re.IGNORECASE)
 LEXICAL_WEIGHT_WITH_DENSE = 0.5  # share of the lexical score when a dense score exists
 HEADING_BONUS = 0.15  # question terms found only in the passage heading count this much
 FOREIGN_LANGUAGE_FACTOR = 0.6  # a sentence in another language than the question's
+NO_NUMBER_FACTOR = 0.8  # a question asking for a number, date or duration, and a sentence holding none
 TABLE_ROW_FACTOR = 0.75  # a table row, unless the question asks for a table or list
 NEIGHBOUR_RATIO = 0.85  # a neighbour sentence joins the span at this share of the span's best sentence
 
@@ -157,6 +162,7 @@ def select_evidence(query: str, sources: Sequence[chunk_pb2.Candidate], *, embed
     language = detect_language(query)
     wanted = question_terms(query)
     tables_wanted = bool(_TABLE_ASK.search(query))
+    number_wanted = bool(_NUMBER_ASK.search(query))
     rows: list[tuple[int, int, str, set[str], set[str]]] = []
     for number, candidate in enumerate(sources, start=1):
         heading = terms(" ".join(candidate.chunk.heading_path))
@@ -183,6 +189,8 @@ def select_evidence(query: str, sources: Sequence[chunk_pb2.Candidate], *, embed
                                                + (1 - LEXICAL_WEIGHT_WITH_DENSE) * max(0.0, dense))
         if detect_language(sentence) not in (language, "und"):
             score *= FOREIGN_LANGUAGE_FACTOR  # answer in the asker's language when the sources allow
+        if number_wanted and not _NUMBER.search(sentence):
+            score *= NO_NUMBER_FACTOR  # "how long?" is answered by a sentence that states a duration
         if not tables_wanted and is_table_row(sentence):
             score *= TABLE_ROW_FACTOR  # a row answers only when no sentence does as well
         scored.append(ScoredSentence(number, order, sentence, round(lexical, 4),

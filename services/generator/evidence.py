@@ -35,7 +35,7 @@ from shared.text import analyze, detect_language, query_terms, split_sentences
 Embed = Callable[[list[str]], np.ndarray]
 
 _TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
-_WORD = re.compile(r"[^\W\d_]{2,}|[\u3400-\u9fff]", re.UNICODE)
+_WORD = re.compile(r"[\u3400-\u9fff]|[^\W\d_\u3400-\u9fff]{2,}", re.UNICODE)  # a Chinese character, or a word
 _KEY_VALUE = re.compile(r"^[^.:：。]{1,40}[:：]\s*\S")
 _NUMBER_ASK = re.compile(r"\bhow (?:many|much|long|far|old|often|fast|big|large|heavy|high|tall)\b|\bwhen\b"
                          r"|\bwhat (?:year|date|percentage|number)\b|多久|多少|几|多长|多大|多重|多高|何时|哪一?年|什么时候",

@@ -24,10 +24,10 @@ from shared.config import AnswerabilityModel, GeneratorConfig
 # development sets: SQuAD 2.0 subset, SciFact and the bundled samples for English; CMRC2018 and the
 # samples for Chinese. MiniLM understands no Chinese, so the Chinese model leans on lexical signals.
 DEFAULT_MODELS: dict[str, AnswerabilityModel] = {
-    "en": AnswerabilityModel(features=SIGNALS, weights=(0.56892, -0.33697, -1.44136, 1.40493, 5.60444, -3.60107,
-                                                        1.69956, 0.70743, 0.0), bias=-5.18448, threshold=0.280235),
-    "zh": AnswerabilityModel(features=SIGNALS, weights=(1.83444, 1.92382, 1.52801, 0.0, 6.1152, 0.86346, 5.06424,
-                                                        0.70469, 0.0), bias=-10.44618, threshold=0.133886),
+    "en": AnswerabilityModel(features=SIGNALS, weights=(0.75375, -0.84657, -1.20541, 1.52423, 5.591, -3.64583,
+                                                        1.68718, 0.71718, 0.0), bias=-5.1913, threshold=0.279579),
+    "zh": AnswerabilityModel(features=SIGNALS, weights=(1.79673, 1.96576, 1.51308, 0.0, 6.11259, 0.97626, 5.04698,
+                                                        0.70576, 0.0), bias=-10.42419, threshold=0.135371),
 }
 
 

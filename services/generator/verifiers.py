@@ -111,11 +111,13 @@ class ContradictionRules:
         claim with few words is compared with the sentence that states its numbers, while a claim whose
         words point at another sentence is still compared with that one."""
         wanted, quantities = _words(claim), set(_quantities(claim))
+        # a claim of one content word ("It takes 45 minutes") is located by its numbers
+        weight = QUANTITY_WEIGHT if len(wanted) >= 2 else 1.5
         best, share, best_rank = "", 0.0, 0.0
         for sentence in (s for text in texts for line in text.split("\n") for s in split_sentences(line)):
             held = len(wanted & _words(sentence)) / len(wanted) if wanted else 0.0
             stated = len(quantities & set(_quantities(sentence))) / len(quantities) if quantities else 0.0
-            rank = held + QUANTITY_WEIGHT * stated
+            rank = held + weight * stated
             if rank > best_rank:
                 best, share, best_rank = sentence, held, rank
         return best, share

@@ -191,6 +191,10 @@ def cmd_ask(args) -> int:
             print(f"  [{citation['number']}] {citation['doc_id']} — {path}")
     for issue in result["citation_issues"]:
         print(f"  citation {issue['marker']}: {issue['reason']} ({issue['action']})")
+    answerability = result.get("answerability") or {}
+    if answerability:
+        print(f"\nEvidence {answerability.get('evidence_score', 0.0):.2f}, {answerability.get('decision', '')}: "
+              f"{answerability.get('reason', '')}")
     if result["degraded"]:
         print(f"\nDegraded routes: {', '.join(result['degraded'])}")
     timings = ", ".join(f"{name} {stage['ms']:.1f} ms" for name, stage in result["stages"].items())
@@ -272,6 +276,49 @@ def cmd_tune(args) -> int:
         print("not stored: the fitted fusion is worse than the current one on the unseen part (--force stores it)",
               file=sys.stderr)
         return 2
+    return 0
+
+
+def cmd_eval_answers(args) -> int:
+    from ragkb import eval_answers
+    from shared.errors import RagkbError
+
+    try:
+        outcomes = eval_answers.run(args.kb, Path(args.questions), Path(args.corpus) if args.corpus else None,
+                                    limit=args.limit, progress=not args.json)
+    except (OSError, RagkbError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    results = eval_answers.report(outcomes)
+    if args.json:
+        document = {"parts": results, "questions": eval_answers.outcomes_json(outcomes)}
+        if args.sweep:
+            document["sweep"] = {part: eval_answers.sweep([o for o in outcomes if o.part == part])
+                                 for part in eval_answers.PARTS}
+        print(json.dumps(document, ensure_ascii=False, indent=2))
+        return 0
+    print(eval_answers.format_report(results))
+    if args.sweep:
+        for part in eval_answers.PARTS:
+            print(f"\nsweep ({part} part)")
+            print(eval_answers.format_sweep(eval_answers.sweep([o for o in outcomes if o.part == part])))
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    from ragkb import eval_answers
+    from shared.errors import RagkbError
+
+    try:
+        models = eval_answers.calibrate(args.kb, Path(args.questions), Path(args.corpus) if args.corpus else None,
+                                        target_answer_rate=args.target_answer_rate, limit=args.limit)
+    except (OSError, ValueError, RagkbError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    for language, model in models.items():
+        weights = ", ".join(f"{f}={w:+.3f}" for f, w in zip(model["features"], model["weights"]))
+        print(f"{language}: threshold {model['threshold']:.4f}, bias {model['bias']:+.3f}, {weights}")
+    print(f"stored in the config of knowledge base {args.kb} (generator.answerability)")
     return 0
 
 
@@ -503,6 +550,20 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--namespace", action="append", help="namespace(s) searched (default: default)")
     tune.add_argument("--force", action="store_true", help="store the fit even when the unseen part gets worse")
     tune.set_defaults(func=cmd_tune)
+    answers = commands.add_parser("eval-answers", help="answer quality: answer/refusal rates, citations, F1, AUC")
+    calibrate = commands.add_parser("calibrate", help="fit the answerability model of a KB on labelled questions")
+    for command in (answers, calibrate):
+        command.add_argument("--kb", required=True, help="knowledge base (its config; its documents without --corpus)")
+        command.add_argument("--questions", required=True, help="JSONL: id, question, answerable, gold_doc_ids, "
+                                                                "gold_answers, language")
+        command.add_argument("--corpus", help="JSONL documents to index into a temporary copy of the KB")
+        command.add_argument("--limit", type=int, default=0, help="the first N questions only")
+    answers.add_argument("--sweep", action="store_true", help="answer/refusal trade-off over thresholds")
+    answers.add_argument("--json", action="store_true", help="print JSON (metrics per part, per question)")
+    answers.set_defaults(func=cmd_eval_answers)
+    calibrate.add_argument("--target-answer-rate", type=float, default=0.9,
+                           help="share of answerable questions the threshold keeps answering")
+    calibrate.set_defaults(func=cmd_calibrate)
     keys_cli.add_commands(commands)
     certs = commands.add_parser("certs", help="mTLS certificates for the services").add_subparsers(
         dest="certs_command", required=True)

@@ -19,6 +19,7 @@ import sqlite3
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,26 +56,28 @@ class RowResult:
                 "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95))}
 
 
-def read_json_lines(path: Path, missing: str) -> list[tuple[int, object]]:
-    """(line number, parsed value) of every non-blank line; `missing` names the file in the not-found error."""
+def jsonl_records(path: Path, missing: str = "no such file") -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line; a line that is not a JSON object is an error naming it.
+    `missing` names the file in the not-found error."""
     if not path.is_file():
         raise InvalidArgument(f"{missing}: {path}")
-    values = []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                values.append((number, json.loads(line)))
+                record = json.loads(line)
             except json.JSONDecodeError as error:
                 raise InvalidArgument(f"{path}:{number} is not valid JSON: {error}") from None
-    return values
+            if not isinstance(record, dict):
+                raise InvalidArgument(f"{path}:{number} must be a JSON object")
+            yield number, record
 
 
 def _read_jsonl(path: Path) -> list[dict]:
     records = []
-    for number, record in read_json_lines(path, "BEIR dataset file missing"):
-        if not isinstance(record, dict) or "_id" not in record:
+    for number, record in jsonl_records(path, "BEIR dataset file missing"):
+        if "_id" not in record:
             raise InvalidArgument(f"{path}:{number} has no _id field")
         records.append(record)
     return records

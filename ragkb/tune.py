@@ -76,12 +76,12 @@ class Fitted:
 
 
 def read_questions(path: Path) -> list[Question]:
-    from ragkb.eval import read_json_lines
+    from ragkb.eval import jsonl_records
 
     questions = []
-    for number, record in read_json_lines(path, "question file not found"):
-        query = record.get("query") if isinstance(record, dict) else None
-        relevant = record.get("relevant") if isinstance(record, dict) else None
+    for number, record in jsonl_records(path, "question file not found"):
+        query = record.get("query")
+        relevant = record.get("relevant")
         if not isinstance(query, str) or not query.strip():
             raise InvalidArgument(f"{path}:{number} needs a non-empty \"query\" string")
         if isinstance(relevant, list) and relevant and all(isinstance(d, str) for d in relevant):

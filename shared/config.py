@@ -252,11 +252,29 @@ class RerankerConfig(_Section):
     restore_parts: bool = True  # a kept part of a split block brings its siblings, in order
 
 
+class AnswerabilityModel(_Section):
+    """A logistic model over named evidence signals and the probability below which the answer is refused."""
+
+    features: tuple[str, ...] = Field(min_length=1)
+    weights: tuple[float, ...]
+    bias: float
+    threshold: float = Field(ge=0, le=1)
+
+    @field_validator("weights")
+    @classmethod
+    def _one_weight_per_feature(cls, value: tuple[float, ...], info) -> tuple[float, ...]:
+        features = info.data.get("features", ())
+        if len(value) != len(features):
+            raise ValueError(f"{len(value)} weights for {len(features)} features")
+        return value
+
+
 class GeneratorConfig(_Section):
     name: str = "extractive"  # extractive (offline) | openai (any OpenAI-compatible chat API)
     max_sentences: int = Field(3, ge=1, le=20)
-    # refuse without calling the model when the best source covers less of the question than this
-    min_evidence_score: float = Field(0.4, ge=0, le=1)  # calibrated: scripts/bench/refusal.py
+    # a floor under the calibrated answerability model (`answerability` below): refuse without calling the
+    # model when the best source covers less than this share of the question's content terms
+    min_evidence_score: float = Field(0.25, ge=0, le=1)
     templates: str = ""  # an operator template set whose files override the built-in prompt templates
     # openai: an OpenAI-compatible server (OpenAI, vLLM, Ollama) chosen through the operator's llm profile
     profile: str = "local"
@@ -271,11 +289,15 @@ class GeneratorConfig(_Section):
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
     # claim check: each cited sentence scored against the chunks it cites
-    claim_check: Literal["lexical+embedding", "lexical", "cross-encoder", "off"] = "lexical+embedding"
+    # lexical+embedding and lexical also catch negation flips, number/unit mismatches, swapped entities, antonyms
+    claim_check: Literal["lexical+embedding", "lexical", "cross-encoder", "nli", "llm", "off"] = "lexical+embedding"
     min_claim_support: float = Field(0.4, ge=0, le=1)
     unsupported_claims: Literal["flag", "drop"] = "flag"
     refusal_en: str = "No relevant knowledge was found for this question."
     refusal_zh: str = "知识库中没有找到与该问题相关的内容。"
+    # answerability: per question language ("en", "zh"), written by `ragkb calibrate`; unset = shipped defaults
+    answerability: dict[str, AnswerabilityModel] = {}
+    nli_model: str = ""  # claim_check nli: a model the operator offers (profiles `models`), entail/neutral/contradict
 
 
 class KBConfig(_Section):
@@ -346,11 +368,12 @@ class KBConfig(_Section):
             if given:
                 raise InvalidArgument(f"{section}.{given[0]} is set by the operator's tools (ragkb tune, "
                                       "ragkb kb configure), not in a knowledge-base config")
-        for section in ("embedder", "reranker"):
-            model = getattr(config, section).model
-            allowed = {getattr(type(getattr(config, section))(), "model"), *profiles.models, *shipped_model_names()}
-            if model not in allowed:
-                raise InvalidArgument(f"{section}.model {model!r} is not offered by this server; "
+        for section, field in (("embedder", "model"), ("reranker", "model"), ("generator", "nli_model")):
+            model = getattr(getattr(config, section), field)
+            default = type(getattr(config, section)).model_fields[field].default
+            allowed = {default, *profiles.models, *shipped_model_names()} - {""}
+            if model != default and model not in allowed:
+                raise InvalidArgument(f"{section}.{field} {model!r} is not offered by this server; "
                                       f"choose one of: {', '.join(sorted(allowed))}")
         config.resolve(profiles)  # unknown profile or template names are refused now, not at first use
         return config
@@ -362,7 +385,8 @@ class KBConfig(_Section):
         vector = profiles.pick("vector_store", self.vector_store.profile)
         return self.model_copy(update={
             "generator": self.generator.model_copy(update={
-                **llm.model_dump(), "templates_dir": profiles.template_dir(self.generator.templates)}),
+                **llm.model_dump(), "templates_dir": profiles.template_dir(self.generator.templates),
+                "nli_model": profiles.model_path(self.generator.nli_model) if self.generator.nli_model else ""}),
             "keyword_store": self.keyword_store.model_copy(update=keyword.model_dump()),
             "vector_store": self.vector_store.model_copy(update=vector.model_dump()),
             "embedder": self.embedder.model_copy(update={"model": profiles.model_path(self.embedder.model)}),

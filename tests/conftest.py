@@ -11,6 +11,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
+# The shipped answerability defaults lean on retrieval scores (dense cosine, BM25) that bare parsed
+# chunks handed straight to the generator do not carry; such tests gate on the lexical signals alone.
+LEXICAL_ANSWERABILITY = {"en": {"features": ["coverage", "span_coverage"], "weights": [6.0, 2.0], "bias": -4.0,
+                                "threshold": 0.5}}
+
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

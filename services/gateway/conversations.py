@@ -59,7 +59,8 @@ class StreamingGenerator:
         final = self.final
         verdicts = [c.verdict for c in final.claim_checks]
         return Generated(answer=final.answer, citations=list(final.citations),
-                         citation_issues=list(final.citation_issues), refused=final.refused, metadata={
+                         citation_issues=list(final.citation_issues), refused=final.refused,
+                         answerability=final.answerability, metadata={
                              "generator": final.generator, "streamed": "true", "intent": final.intent,
                              "evidence": f"{final.evidence_score:.2f}", "refusal_reason": final.refusal_reason,
                              "citation_issues": str(len(final.citation_issues)),
@@ -109,7 +110,7 @@ def stream_query(runtime: QueryRuntime, generator: GeneratorClient, request: gat
 def _citations(result: RuntimeResult, final: generator_pb2.GenerateResponse | None) -> gateway_pb2.AnswerCitations:
     return gateway_pb2.AnswerCitations(answer=result.answer, citations=result.citations,
                                        citation_issues=result.citation_issues, refused=result.refused,
-                                       claim_checks=final.claim_checks if final is not None else [])
+                                       answerability=result.answerability, claim_checks=final.claim_checks if final is not None else [])
 
 
 def grpc_events(runtime: QueryRuntime, generator: GeneratorClient,

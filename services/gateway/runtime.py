@@ -30,7 +30,7 @@ from services.gateway.trace import TraceStore, candidate_list, dropped_list, mes
 from services.gateway.trace_spans import tracer_for
 from shared.clients import GeneratorClient, RerankerClient, RetrieverClient
 from shared.config import Settings
-from shared.contracts import chunk_pb2, gateway_pb2
+from shared.contracts import chunk_pb2, gateway_pb2, generator_pb2
 from shared.errors import InvalidArgument, RagkbError
 from shared.text import detect_language, normalize, text_problem
 
@@ -55,6 +55,7 @@ class RuntimeResult:
     citations: list = field(default_factory=list)
     citation_issues: list = field(default_factory=list)
     refused: bool = False
+    answerability: generator_pb2.Answerability | None = None
     degraded: list[str] = field(default_factory=list)
     stages: list[chunk_pb2.StageReport] = field(default_factory=list)
     trace: dict = field(default_factory=dict)
@@ -67,6 +68,7 @@ class RuntimeResult:
             answer=self.answer, citations=self.citations, chunks=self.chunks, original_query=self.original_query,
             effective_query=self.effective_query, stages=self.stages, degraded=self.degraded,
             citation_issues=self.citation_issues, refused=self.refused, trace_id=self.trace_id,
+            answerability=self.answerability,
         )
 
 
@@ -146,6 +148,7 @@ class QueryRuntime:
         result.citations.extend(generated.citations)
         result.citation_issues.extend(generated.citation_issues)
         result.refused = generated.refused
+        result.answerability = generated.answerability
         result.chunks.extend(refined.candidates)
         lists["extra_queries"] = prepared.extra_queries
 
@@ -216,6 +219,7 @@ class QueryRuntime:
                 "dropped": dropped_list(lists.get("dropped", []), fused),
             },
             "answer": result.answer, "refused": result.refused, "degraded": result.degraded,
+            "answerability": None if result.answerability is None else message_dicts([result.answerability])[0],
             "citations": message_dicts(result.citations), "citation_issues": message_dicts(result.citation_issues),
             "error": None if error is None else {"type": type(error).__name__, "message": error.message,
                                                  "stage": error.stage},

@@ -83,6 +83,7 @@ class Generated:
     citation_issues: list[generator_pb2.CitationIssue] = field(default_factory=list)
     refused: bool = False
     metadata: dict[str, str] = field(default_factory=dict)
+    answerability: generator_pb2.Answerability | None = None  # evidence score, decision, reason
 
 
 @runtime_checkable
@@ -193,7 +194,9 @@ class GrpcGenerator:
         response = self._client.generate(context.kb, query, chunks, timeout_s=timeout_s)
         return Generated(answer=response.answer, citations=list(response.citations),
                          citation_issues=list(response.citation_issues), refused=response.refused,
-                         metadata={"generator": response.generator,
+                         answerability=response.answerability,
+                         metadata={"generator": response.generator, "evidence": f"{response.evidence_score:.2f}",
+                                   "decision_reason": response.answerability.reason,
                                    "citation_issues": str(len(response.citation_issues)),
                                    "refused": str(response.refused).lower(),
                                    "refusal_reason": response.refusal_reason})

@@ -1,8 +1,10 @@
-"""One answer, start to finish: refusal gate, prompt + model, marker validation, claim checks.
+"""One answer, start to finish: evidence selection, answerability, prompt + model, marker validation, claims.
 
 The unary and streaming RPCs share this, so both refuse, validate and check the
-same way. The refusal gate runs before the model is called: on weak evidence
-the configured "no relevant knowledge" answer is returned and the trace says why.
+same way. Evidence is selected and the calibrated answerability model decides
+before the model is called: on weak evidence the configured "no relevant
+knowledge" answer is returned. Every response carries the evidence score, the
+decision and its reason.
 Streamed tokens are the model's raw text; the final event carries the validated
 answer, which may differ (markers repaired, unsupported sentences dropped).
 """
@@ -16,7 +18,8 @@ from typing import Protocol
 
 from services.generator.citations import resolve_citations, validate_markers
 from services.generator.claims import CheckedAnswer, ClaimChecker
-from services.generator.evidence import EvidenceVerdict, judge_evidence
+from services.generator.answerability import Decision, decide
+from services.generator.evidence import Embed, Evidence, select_evidence
 from services.generator.extractive import Draft
 from services.generator.prompts import Intent, classify_intent
 from shared.config import GeneratorConfig
@@ -27,9 +30,11 @@ from shared.text import detect_language
 class Generator(Protocol):
     name: str
 
-    def generate(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str, intent: str) -> Draft: ...
+    def generate(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str, intent: str,
+                 evidence: Evidence | None = None) -> Draft: ...
 
-    def stream(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str, intent: str) -> Iterator[str]: ...
+    def stream(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str, intent: str,
+               evidence: Evidence | None = None) -> Iterator[str]: ...
 
     def is_refusal(self, answer: str) -> bool: ...
 
@@ -40,33 +45,39 @@ class _Prepared:
     sources: list[chunk_pb2.Candidate]
     refusal: str
     intent: Intent
-    evidence: EvidenceVerdict
+    evidence: Evidence
+    decision: Decision
 
 
 class Answerer:
-    def __init__(self, kb: str, config: GeneratorConfig, generator: Generator, checker: ClaimChecker):
+    def __init__(self, kb: str, config: GeneratorConfig, generator: Generator, checker: ClaimChecker, *,
+                 embed: Embed | None = None, embed_languages: tuple[str, ...] = ()):
         self._kb = kb
         self._config = config
         self._generator = generator
         self._checker = checker
+        self._embed = embed
+        self._embed_languages = embed_languages
 
     def answer(self, query: str, sources: list[chunk_pb2.Candidate]) -> generator_pb2.GenerateResponse:
         prepared = self._prepare(query, sources)
-        if prepared.evidence.refuse:
+        if prepared.decision.refuse:
             return self._finish(prepared, prepared.refusal, True, "none", 0.0)
         started = time.perf_counter()
-        draft = self._generator.generate(query, prepared.sources, kb=self._kb, intent=prepared.intent.name)
+        draft = self._generator.generate(query, prepared.sources, kb=self._kb, intent=prepared.intent.name,
+                                         evidence=prepared.evidence)
         return self._finish(prepared, draft.answer, draft.refused, draft.generator, _ms(started))
 
     def stream(self, query: str, sources: list[chunk_pb2.Candidate]) -> Iterator[generator_pb2.GenerateEvent]:
         prepared = self._prepare(query, sources)
-        if prepared.evidence.refuse:
+        if prepared.decision.refuse:
             yield generator_pb2.GenerateEvent(token=prepared.refusal)
             yield generator_pb2.GenerateEvent(final=self._finish(prepared, prepared.refusal, True, "none", 0.0))
             return
         started = time.perf_counter()
         pieces: list[str] = []
-        for token in self._generator.stream(query, prepared.sources, kb=self._kb, intent=prepared.intent.name):
+        for token in self._generator.stream(query, prepared.sources, kb=self._kb, intent=prepared.intent.name,
+                                            evidence=prepared.evidence):
             pieces.append(token)
             yield generator_pb2.GenerateEvent(token=token)
         text = "".join(pieces).strip()
@@ -76,8 +87,16 @@ class Answerer:
     def _prepare(self, query: str, sources: list[chunk_pb2.Candidate]) -> _Prepared:
         language = detect_language(query)
         refusal = self._config.refusal_zh if language == "zh" else self._config.refusal_en
+        evidence = select_evidence(query, sources, embed=self._embed, embed_languages=self._embed_languages,
+                                   max_sentences=self._config.max_sentences)
+        decision = decide(self._config, evidence, bool(sources))
+        floor = self._config.min_evidence_score
+        if not decision.refuse and evidence.signals["coverage"] < floor:
+            decision = Decision(decision.score, decision.threshold, True,
+                                f"no source covers enough of the question: coverage "
+                                f"{evidence.signals['coverage']:.2f} is below {floor:.2f}", decision.signals)
         return _Prepared(query=query, sources=sources, refusal=refusal, intent=classify_intent(query, sources),
-                         evidence=judge_evidence(query, sources, self._config.min_evidence_score))
+                         evidence=evidence, decision=decision)
 
     def _finish(self, prepared: _Prepared, text: str, refused: bool, generator: str,
                 generate_ms: float) -> generator_pb2.GenerateResponse:
@@ -86,22 +105,28 @@ class Answerer:
         validated = validate_markers(text, len(sources))
         validate_ms = _ms(started)
         started = time.perf_counter()
-        checked = CheckedAnswer(validated.text, [], []) if refused else self._checker.check(validated.text, sources)
+        checked = CheckedAnswer(validated.text, [], []) if refused else self._checker.check(validated.text, sources,
+                                                                                    prepared.query)
         check_ms = _ms(started)
         citations = [] if refused else resolve_citations(checked.text, sources)
-        evidence = prepared.evidence
-        refusal_reason = evidence.reason if evidence.refuse else ("the model found no answer in the sources"
+        decision = prepared.decision
+        refusal_reason = decision.reason if decision.refuse else ("the model found no answer in the sources"
                                                                   if refused else "")
+        answerability = generator_pb2.Answerability(
+            evidence_score=decision.score, threshold=decision.threshold,
+            decision="refuse" if refused else "answer", reason=refusal_reason or decision.reason,
+            signals=dict(decision.signals))
         verdicts = [c.verdict for c in checked.checks]
         return generator_pb2.GenerateResponse(
             answer=checked.text, citations=citations, citation_issues=[*validated.issues, *checked.issues],
             refused=refused, generator=generator, claim_checks=checked.checks, intent=prepared.intent.name,
-            evidence_score=evidence.score, refusal_reason=refusal_reason,
+            evidence_score=decision.score, refusal_reason=refusal_reason, answerability=answerability,
             stages=[
                 chunk_pb2.StageReport(name="generate", ms=generate_ms, metadata={
                     "generator": generator, "intent": prepared.intent.name, "intent_reason": prepared.intent.reason,
-                    "evidence": f"{evidence.score:.2f}", "evidence_threshold": f"{self._config.min_evidence_score:g}",
-                    "model_called": str(not evidence.refuse).lower(), "refusal_reason": refusal_reason}),
+                    "evidence": f"{decision.score:.2f}", "evidence_threshold": f"{decision.threshold:g}",
+                    "decision": answerability.decision, "decision_reason": answerability.reason,
+                    "model_called": str(not decision.refuse).lower(), "refusal_reason": refusal_reason}),
                 chunk_pb2.StageReport(name="validate_citations", ms=validate_ms,
                                       metadata={"issues": str(len(validated.issues))}),
                 chunk_pb2.StageReport(name="check_claims", ms=check_ms, metadata={

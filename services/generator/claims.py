@@ -9,6 +9,14 @@ every chunk it cites and keeps its best score:
   sentence's language (MiniLM is blind on Chinese); otherwise lexical alone.
 - `lexical`: lexical support alone.
 - `cross-encoder`: the reranker's cross-encoder score of (sentence, chunk).
+- `nli` / `llm`: a `verifiers.Verifier` judges entailment (a local NLI model, an LLM judge).
+
+Support is not enough: a sentence can share every word with its source and still
+say the opposite. With the first three methods the offline contradiction rules
+(`verifiers.ContradictionRules`: negation flips, number/unit mismatches, swapped
+entities, antonyms) set the support of a contradicted claim to 0. When the
+question is given, a claim that shares nothing with it is not "supported"
+either: it does not answer what was asked.
 
 Numbers are facts a paraphrase cannot change: the support is multiplied by the
 share of the sentence's numbers that also appear in the chunk ("200 km/h"
@@ -28,7 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from services.generator.citations import VALID, sentences_with_markers, tidy_spaces
-from services.generator.evidence import stem
+from services.generator.evidence import question_terms, stem, terms
+from services.generator.verifiers import ContradictionRules, Verifier
 from shared.contracts import chunk_pb2, generator_pb2
 from shared.text import detect_language, query_terms
 
@@ -36,7 +45,7 @@ Embed = Callable[[list[str]], np.ndarray]
 CrossScore = Callable[[str, list[str]], list[float]]
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
-METHODS = ("lexical+embedding", "lexical", "cross-encoder", "off")
+METHODS = ("lexical+embedding", "lexical", "cross-encoder", "nli", "llm", "off")
 
 
 @dataclass
@@ -57,7 +66,7 @@ def lexical_support(sentence: str, chunk_text: str) -> float:
 class ClaimChecker:
     def __init__(self, method: str = "lexical+embedding", *, min_support: float = 0.4, action: str = "flag",
                  embed: Embed | None = None, embed_languages: tuple[str, ...] = ("en",),
-                 cross_score: CrossScore | None = None):
+                 cross_score: CrossScore | None = None, verifier: Verifier | None = None):
         if method not in METHODS:
             raise ValueError(f"claim_check must be one of {', '.join(METHODS)}, got {method!r}")
         if action not in ("flag", "drop"):
@@ -66,14 +75,19 @@ class ClaimChecker:
             raise ValueError(f"min_claim_support must be in [0, 1], got {min_support}")
         if method == "cross-encoder" and cross_score is None:
             raise ValueError("claim_check 'cross-encoder' needs the bge reranker enabled for this knowledge base")
+        if method in ("nli", "llm") and verifier is None:
+            raise ValueError(f"claim_check {method!r} needs its verifier (generator.nli_model for nli, the "
+                             "generator's chat model for llm)")
         self.method = method
         self._min = min_support
         self._action = action
         self._embed = embed if method == "lexical+embedding" else None
         self._languages = embed_languages
         self._cross = cross_score
+        self._verifier = verifier
+        self._rules = ContradictionRules()
 
-    def check(self, answer: str, sources: list[chunk_pb2.Candidate]) -> CheckedAnswer:
+    def check(self, answer: str, sources: list[chunk_pb2.Candidate], query: str = "") -> CheckedAnswer:
         if self.method == "off":
             return CheckedAnswer(answer, [], [])
         checks: list[generator_pb2.ClaimCheck] = []
@@ -85,8 +99,11 @@ class ClaimChecker:
                 kept_sentences.append(sentence)
                 continue
             claim = tidy_spaces(VALID.sub("", sentence))
-            check = self._score(claim, [sources[n - 1].chunk for n in dict.fromkeys(numbers)])
+            cited = [sources[n - 1].chunk for n in dict.fromkeys(numbers)]
+            check = self._score(claim, cited)
             check.numbers.extend(dict.fromkeys(numbers))
+            if query and not check.reason and not _addresses(query, claim, cited):
+                check.support, check.reason = 0.0, "does not address the question"
             supported = check.support >= self._min
             check.verdict = "supported" if supported else ("flagged" if self._action == "flag" else "dropped")
             checks.append(check)
@@ -104,6 +121,11 @@ class ClaimChecker:
     def _score(self, claim: str, chunks: list[chunk_pb2.KnowledgeChunk]) -> generator_pb2.ClaimCheck:
         texts = [(" ".join(c.heading_path) + "\n" + (c.raw_content or c.content)).strip() for c in chunks]
         lexical = [lexical_support(claim, t) for t in texts]
+        if self._verifier is not None:
+            judgement = self._verifier.judge(claim, texts)
+            return generator_pb2.ClaimCheck(
+                sentence=claim, support=judgement.support, lexical=round(max(lexical), 4), semantic=-1.0,
+                method=self.method, reason="" if judgement.label == "entailment" else judgement.reason)
         semantic = [-1.0] * len(texts)
         method = self.method
         if self.method == "cross-encoder":
@@ -120,9 +142,17 @@ class ClaimChecker:
         if numbers:
             support = [s * len(numbers & _numbers(t)) / len(numbers) for s, t in zip(support, texts)]
         best = int(np.argmax(support))
-        return generator_pb2.ClaimCheck(sentence=claim, support=round(support[best], 4),
+        contradiction = self._rules.find(claim, texts)
+        return generator_pb2.ClaimCheck(sentence=claim, support=0.0 if contradiction else round(support[best], 4),
                                         lexical=round(lexical[best], 4), semantic=round(semantic[best], 4),
-                                        method=method)
+                                        method=method, reason=contradiction)
+
+
+def _addresses(query: str, claim: str, chunks: list[chunk_pb2.KnowledgeChunk]) -> bool:
+    """Whether a claim (with its cited chunks' headings) shares at least one content term with the question."""
+    wanted = question_terms(query)
+    held = terms(claim + " " + " ".join(" ".join(c.heading_path) for c in chunks))
+    return not wanted or bool(wanted & held)
 
 
 def _claim_terms(sentence: str) -> set[str]:

@@ -1,20 +1,82 @@
-"""Evidence strength: how much of the question the best source covers, and the refusal decision.
+"""Evidence selection: which sentences of which passages carry the answer, and the signals of how strongly.
 
-The score is the share of the question's content terms (stopwords removed,
-lightly stemmed; jieba words for Chinese) that appear in a source's text or
-heading path, maximised over the sources: 0 = no source mentions anything the
-question asks about, 1 = one source mentions all of it. Below
-`GeneratorConfig.min_evidence_score` the generator answers with the configured
-"no relevant knowledge" text and never calls the model. The default threshold
-is calibrated by `scripts/bench/refusal.py` (bundled samples + SciFact).
+Every sentence of the sources is scored against the question: lexical (share of
+the question's idf-weighted content terms it holds, its passage heading helping
+a little) plus, when the KB's embedder understands the question's language, the
+embedding cosine of question and sentence (only for sentences that share a
+term with the question: the others cannot be in the span). The answer span is a
+run of contiguous sentences of the best passage, and no other passage is quoted
+(weaker passages mixed into the answer are what made citations imprecise).
+Table rows count only when no sentence does as well or the question asks for a
+table; infobox-like fragments and sentences that address the assistant are
+never evidence.
+
+The same pass yields the answerability signals (see `answerability.py`):
+coverage of the question by the best source and by the span, sentence-level
+lexical and dense scores, the retrieval routes' strength, margin and agreement,
+and the reranker score when one ran.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import re
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
+import numpy as np
+
+from services.generator.sources_guard import is_instruction
 from shared.contracts import chunk_pb2
-from shared.text import analyze, query_terms
+from shared.text import analyze, detect_language, query_terms, split_sentences
+
+Embed = Callable[[list[str]], np.ndarray]
+
+_TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
+_WORD = re.compile(r"[\u3400-\u9fff]|[^\W\d_\u3400-\u9fff]{2,}", re.UNICODE)  # a Chinese character, or a word
+_KEY_VALUE = re.compile(r"^[^.:：。]{1,40}[:：]\s*\S")
+_NUMBER_ASK = re.compile(r"\bhow (?:many|much|long|far|old|often|fast|big|large|heavy|high|tall)\b|\bwhen\b"
+                         r"|\bwhat (?:year|date|percentage|number)\b|多久|多少|几|多长|多大|多重|多高|何时|哪一?年|什么时候",
+                         re.IGNORECASE)
+_NUMBER = re.compile(r"\d|[一二三四五六七八九十百千万两]")
+_TABLE_ASK = re.compile(r"\b(?:table|list|specification|specs?|compare|comparison)\b|表格?|列表|参数|规格", re.IGNORECASE)
+LEXICAL_WEIGHT_WITH_DENSE = 0.5  # share of the lexical score when a dense score exists
+HEADING_BONUS = 0.15  # question terms found only in the passage heading count this much
+FOREIGN_LANGUAGE_FACTOR = 0.6  # a sentence in another language than the question's
+NO_NUMBER_FACTOR = 0.8  # a question asking for a number, date or duration, and a sentence holding none
+TABLE_ROW_FACTOR = 0.75  # a table row, unless the question asks for a table or list
+NEIGHBOUR_RATIO = 0.85  # a neighbour sentence joins the span at this share of the span's best sentence
+
+
+class CachedEmbed:
+    """An embed function that remembers the vectors of recent texts: the passages a KB's questions hit
+    repeat, so their sentences are embedded once, not for every question."""
+
+    def __init__(self, embed: Embed, capacity: int = 50_000):
+        self._embed = embed
+        self._capacity = capacity
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            fresh = self._embed(missing)
+            with self._lock:
+                for text, vector in zip(missing, fresh):
+                    self._vectors[text] = vector
+                while len(self._vectors) > self._capacity:
+                    self._vectors.popitem(last=False)
+        with self._lock:
+            found = {t: self._vectors[t] for t in texts if t in self._vectors}
+        # a text evicted between the two steps by another thread is embedded again
+        absent = [t for t in dict.fromkeys(texts) if t not in found]
+        if absent:
+            found.update(zip(absent, self._embed(absent)))
+        return np.stack([found[t] for t in texts])
 
 
 def stem(token: str) -> str:
@@ -29,31 +91,159 @@ def terms(text: str) -> set[str]:
     return {stem(t) for t in analyze(text)}
 
 
-def evidence_score(query: str, sources: list[chunk_pb2.Candidate]) -> float:
+# words that frame a question rather than name what it is about ("What does E310 mean?")
+QUESTION_FRAME = frozenset("mean means meaning call called name named refer describe explain tell know happen happens "
+                           "意思 含义 是否".split())
+
+
+def question_terms(query: str) -> set[str]:
     wanted = {stem(t) for t in query_terms(query)}
-    if not wanted:
-        return 0.0
-    best = 0.0
-    for candidate in sources:
-        chunk = candidate.chunk
-        present = terms(" ".join(chunk.heading_path) + "\n" + (chunk.raw_content or chunk.content))
-        best = max(best, len(wanted & present) / len(wanted))
-    return round(best, 4)
+    return (wanted - QUESTION_FRAME) or wanted
 
 
-@dataclass(frozen=True)
-class EvidenceVerdict:
+def is_table_row(line: str) -> bool:
+    stripped = line.strip()
+    return stripped.startswith("|") or stripped.count("|") >= 2 or stripped.count("\t") >= 2
+
+
+def is_debris(line: str) -> bool:
+    """Table rules and infobox-like fragments (labels, bare values): nothing a reader can quote as an answer."""
+    stripped = line.strip()
+    if not stripped or _TABLE_RULE.match(stripped):
+        return True
+    if is_table_row(stripped):
+        return sum(1 for cell in re.split(r"[|\t]", stripped) if cell.strip()) < 2
+    words = _WORD.findall(stripped)
+    if len(words) < 4 and detect_language(stripped) != "zh":
+        return True  # a label, a value, a heading: no claim of its own
+    if detect_language(stripped) == "zh" and len(stripped) < 8:
+        return True
+    return bool(_KEY_VALUE.match(stripped)) and len(words) < 8
+
+
+def source_sentences(chunk: chunk_pb2.KnowledgeChunk) -> list[str]:
+    """Quotable sentences of a chunk, in order: no debris, no instructions aimed at the assistant.
+    A table row counts as one sentence."""
+    sentences = []
+    for line in (chunk.raw_content or chunk.content).split("\n"):
+        pieces = [line.strip()] if is_table_row(line) else split_sentences(line.strip())
+        sentences.extend(p for p in pieces if not is_debris(p) and not is_instruction(p))
+    return sentences
+
+
+@dataclass
+class ScoredSentence:
+    number: int  # the source's [n]
+    order: int  # position inside the source
+    text: str
+    lexical: float
+    dense: float | None
     score: float
-    refuse: bool
-    reason: str
 
 
-def judge_evidence(query: str, sources: list[chunk_pb2.Candidate], threshold: float) -> EvidenceVerdict:
-    if not sources:
-        return EvidenceVerdict(0.0, True, "no sources survived retrieval and reranking")
-    score = evidence_score(query, sources)
-    if score < threshold:
-        return EvidenceVerdict(score, True,
-                               f"best evidence {score:.2f} is below the threshold {threshold:.2f}: "
-                               "no source covers enough of the question")
-    return EvidenceVerdict(score, False, "")
+@dataclass
+class Evidence:
+    language: str
+    sentences: list[ScoredSentence]  # every quotable sentence, scored
+    span: list[ScoredSentence]  # the answer: contiguous sentences of the best passage, in order
+    signals: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def cited(self) -> list[int]:
+        return sorted({s.number for s in self.span})
+
+
+def coverage(wanted: set[str], text: str) -> float:
+    return len(wanted & terms(text)) / len(wanted) if wanted else 0.0
+
+
+def select_evidence(query: str, sources: Sequence[chunk_pb2.Candidate], *, embed: Embed | None = None,
+                    embed_languages: Sequence[str] = (), max_sentences: int = 3) -> Evidence:
+    language = detect_language(query)
+    wanted = question_terms(query)
+    tables_wanted = bool(_TABLE_ASK.search(query))
+    number_wanted = bool(_NUMBER_ASK.search(query))
+    rows: list[tuple[int, int, str, set[str], set[str]]] = []
+    for number, candidate in enumerate(sources, start=1):
+        heading = terms(" ".join(candidate.chunk.heading_path))
+        for order, sentence in enumerate(source_sentences(candidate.chunk)):
+            if sentence.rstrip().endswith(("?", "？")):
+                continue  # a question is not an answer
+            rows.append((number, order, sentence, terms(sentence), heading))
+    frequency: Counter[str] = Counter(t for row in rows for t in row[3] & wanted)
+    total = max(1, len(rows))
+    idf = {t: math.log(1 + total / (1 + frequency[t])) for t in wanted}
+    weight = sum(idf.values()) or 1.0
+    dense_scores: list[float | None] = [None] * len(rows)
+    # only sentences sharing a term with the question can be in the span: the others are not embedded
+    sharing = [i for i, row in enumerate(rows) if wanted & (row[3] | row[4])]
+    if embed is not None and sharing and language in embed_languages:
+        vectors = embed([query, *(rows[i][2] for i in sharing)])
+        for i, vector in zip(sharing, vectors[1:]):
+            dense_scores[i] = float(np.dot(vectors[0], vector))
+    scored = []
+    for (number, order, sentence, sentence_terms, heading), dense in zip(rows, dense_scores):
+        lexical = sum(idf[t] for t in wanted & sentence_terms) / weight
+        lexical = min(1.0, lexical + HEADING_BONUS * sum(idf[t] for t in (wanted & heading) - sentence_terms) / weight)
+        score = lexical if dense is None else (LEXICAL_WEIGHT_WITH_DENSE * lexical
+                                               + (1 - LEXICAL_WEIGHT_WITH_DENSE) * max(0.0, dense))
+        if detect_language(sentence) not in (language, "und"):
+            score *= FOREIGN_LANGUAGE_FACTOR  # answer in the asker's language when the sources allow
+        if number_wanted and not _NUMBER.search(sentence):
+            score *= NO_NUMBER_FACTOR  # "how long?" is answered by a sentence that states a duration
+        if not tables_wanted and is_table_row(sentence):
+            score *= TABLE_ROW_FACTOR  # a row answers only when no sentence does as well
+        scored.append(ScoredSentence(number, order, sentence, round(lexical, 4),
+                                     None if dense is None else round(dense, 4), round(score, 4)))
+    span = _span(scored, max_sentences, tables_wanted=tables_wanted)
+    evidence = Evidence(language, scored, span)
+    evidence.signals = _signals(wanted, sources, evidence)
+    return evidence
+
+
+def _span(scored: list[ScoredSentence], max_sentences: int, *, tables_wanted: bool) -> list[ScoredSentence]:
+    """The best sentence, grown with strong contiguous neighbours of the same passage (with every
+    neighbouring row of its table when the question asks for a table)."""
+    useful = [s for s in scored if s.lexical > 0]
+    if not useful:
+        return []
+    best = max(useful, key=lambda s: (s.score, -s.number, -s.order))
+    passage = {s.order: s for s in scored if s.number == best.number}
+    span = [best]
+    while len(span) < max_sentences:
+        before, after = passage.get(span[0].order - 1), passage.get(span[-1].order + 1)
+        options = [s for s in (before, after) if s is not None and (
+            s.lexical > 0 and s.score >= NEIGHBOUR_RATIO * best.score
+            or tables_wanted and is_table_row(best.text) and is_table_row(s.text))]
+        if not options:
+            break
+        chosen = max(options, key=lambda s: s.score)
+        span = [chosen, *span] if chosen is before else [*span, chosen]
+    return span
+
+
+SIGNALS = ("coverage", "span_coverage", "sentence_lexical", "sentence_dense", "dense_top", "dense_margin",
+           "bm25_top", "route_agreement", "rerank_top")
+
+
+def _signals(wanted: set[str], sources: Sequence[chunk_pb2.Candidate], evidence: Evidence) -> dict[str, float]:
+    """The answerability features; each is in a comparable range across knowledge bases (0..1 or log-scaled)."""
+    texts = [" ".join(c.chunk.heading_path) + "\n" + (c.chunk.raw_content or c.chunk.content) for c in sources]
+    dense = sorted((c.dense_score for c in sources if c.dense_rank), reverse=True)
+    bm25 = sorted((c.bm25_score for c in sources if c.bm25_rank), reverse=True)
+    reranked = [c.rerank_score for c in sources if c.rerank_score]
+    span_text = " ".join(s.text for s in evidence.span)
+    best = max(evidence.span, key=lambda s: s.score) if evidence.span else None
+    agreement = any(c.bm25_rank == 1 and 0 < c.dense_rank <= 2 or c.dense_rank == 1 and 0 < c.bm25_rank <= 2
+                    for c in sources)
+    return {
+        "coverage": round(max((coverage(wanted, t) for t in texts), default=0.0), 4),
+        "span_coverage": round(coverage(wanted, span_text), 4),
+        "sentence_lexical": best.lexical if best else 0.0,
+        "sentence_dense": (best.dense or 0.0) if best else 0.0,
+        "dense_top": round(dense[0], 4) if dense else 0.0,
+        "dense_margin": round(dense[0] - dense[1], 4) if len(dense) > 1 else 0.0,
+        "bm25_top": round(math.log1p(max(0.0, bm25[0])) / math.log1p(max(1, len(wanted)) * 4), 4) if bm25 else 0.0,
+        "route_agreement": 1.0 if agreement else 0.0,
+        "rerank_top": round(max(reranked), 4) if reranked else 0.0,
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from services.generator.evidence import Evidence
 from services.generator.extractive import Draft
 from services.generator.openai_client import ChatClient
 from services.generator.prompts import PromptBuilder
@@ -14,6 +15,13 @@ from shared.profiles import read_secret
 from shared.text import detect_language
 
 
+def chat_client_for(config: GeneratorConfig) -> ChatClient:
+    """A chat client for the config's LLM profile (endpoint, model, and the key read from the profile's source)."""
+    api_key = read_secret(config.profile, env_name=config.api_key_env, file_name=config.api_key_file)
+    return ChatClient(config.base_url, config.model, api_key=api_key, timeout_s=config.timeout_s,
+                      max_retries=config.max_retries, temperature=config.temperature, max_tokens=config.max_tokens)
+
+
 class ChatGenerator:
     """Registered as generator `openai`; works with OpenAI, vLLM and Ollama (their /v1 chat endpoint)."""
 
@@ -21,10 +29,7 @@ class ChatGenerator:
 
     def __init__(self, config: GeneratorConfig, client: ChatClient | None = None):
         self._config = config
-        api_key = read_secret(config.profile, env_name=config.api_key_env, file_name=config.api_key_file)
-        self._client = client or ChatClient(config.base_url, config.model, api_key=api_key,
-                                            timeout_s=config.timeout_s, max_retries=config.max_retries,
-                                            temperature=config.temperature, max_tokens=config.max_tokens)
+        self._client = client or chat_client_for(config)
         self._prompts = PromptBuilder(config.templates_dir)
 
     def messages(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str, intent: str) -> list[dict]:
@@ -33,13 +38,13 @@ class ChatGenerator:
         return self._prompts.messages(kb=kb, query=query, sources=sources, intent=intent, language=language,
                                       refusal=refusal)
 
-    def generate(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str = "",
-                 intent: str = "concept") -> Draft:
+    def generate(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str = "", intent: str = "concept",
+                 evidence: Evidence | None = None) -> Draft:
         answer = self._client.complete(self.messages(query, sources, kb=kb, intent=intent))
         return Draft(answer.strip(), self.is_refusal(answer), f"{self.name}:{self._client.model}")
 
-    def stream(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str = "",
-               intent: str = "concept") -> Iterator[str]:
+    def stream(self, query: str, sources: list[chunk_pb2.Candidate], *, kb: str = "", intent: str = "concept",
+               evidence: Evidence | None = None) -> Iterator[str]:
         yield from self._client.stream(self.messages(query, sources, kb=kb, intent=intent))
 
     def is_refusal(self, answer: str) -> bool:

@@ -81,6 +81,11 @@ class PromptBuilder:
         return [{"role": "system", "content": system.strip()}, {"role": "user", "content": user.strip()}]
 
 
+def fenced_text(text: str) -> str:
+    """A source's text made safe inside its <source> fence: it cannot close the fence or open another."""
+    return re.sub(r"<(/?\s*source)", r"‹\1", text.strip(), flags=re.IGNORECASE)
+
+
 def source_groups(sources: list[chunk_pb2.Candidate]) -> list[dict]:
     """Numbered sources [1]..[n] in the given order, grouped into runs of the same document."""
     groups: list[dict] = []
@@ -91,6 +96,6 @@ def source_groups(sources: list[chunk_pb2.Candidate]) -> list[dict]:
             groups.append({"doc_id": chunk.doc_id, "header": header, "sources": []})
         groups[-1]["sources"].append({
             "number": number, "heading": " > ".join(chunk.heading_path), "part": chunk.metadata.get("part", ""),
-            "text": (chunk.raw_content or chunk.content).strip(),
+            "text": fenced_text(chunk.raw_content or chunk.content),
         })
     return groups

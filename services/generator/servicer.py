@@ -5,8 +5,10 @@ from __future__ import annotations
 from services.generator import extractive, llm  # noqa: F401  (registers the built-in generators)
 from services.generator.answer import Answerer
 from services.generator.claims import ClaimChecker
+from services.generator.evidence import CachedEmbed
+from services.generator.verifiers import LlmVerifier, NliVerifier
 from shared import components, registry, tenancy
-from shared.config import KBConfig
+from shared.config import GeneratorConfig, KBConfig
 from shared.contracts import generator_pb2, generator_pb2_grpc
 from shared.errors import ERROR_KIND_KEY, FailedPrecondition, RagkbError
 from shared.kb import KnowledgeBaseCatalog
@@ -36,24 +38,47 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
 def answerer_for(kb: KBConfig) -> Answerer:
     config = kb.generator
     generator = registry.create("generator", config.name, config, cache_key=(config.model_dump_json(),))
-    return Answerer(kb.name, config, generator, claim_checker_for(kb))
+    embedder = components.embedder_for(kb)
+    return Answerer(kb.name, config, generator, claim_checker_for(kb), embed=cached_embed(embedder),
+                    embed_languages=tuple(embedder.languages))
+
+
+def cached_embed(embedder) -> CachedEmbed:
+    """One sentence-vector cache per embedding model, shared by the evidence selection and the claim check."""
+    return registry.create("embed_cache", "sentences", embedder.embed_documents,
+                           cache_key=(embedder.model_id,))
 
 
 def claim_checker_for(kb: KBConfig) -> ClaimChecker:
     config = kb.generator
-    embed, languages, cross = None, (), None
+    embed, languages, cross, verifier = None, (), None, None
     if config.claim_check == "lexical+embedding":
         embedder = components.embedder_for(kb)
-        embed, languages = embedder.embed_documents, embedder.languages
+        embed, languages = cached_embed(embedder), embedder.languages
     elif config.claim_check == "cross-encoder" and kb.reranker.name == "bge" and kb.reranker.enabled:
         reranker = registry.create("reranker", "bge", kb.reranker, cache_key=(kb.reranker.model_dump_json(),))
         cross = reranker.encoder.score
     try:
+        if config.claim_check in ("nli", "llm"):
+            verifier = registry.create("verifier", config.claim_check, config, cache_key=(config.model_dump_json(),))
         return ClaimChecker(config.claim_check, min_support=config.min_claim_support,
                             action=config.unsupported_claims, embed=embed, embed_languages=tuple(languages),
-                            cross_score=cross)
+                            cross_score=cross, verifier=verifier)
     except ValueError as error:
         raise FailedPrecondition(f"knowledge base {kb.name!r}: {error}") from None
+
+
+registry.register("embed_cache", "sentences")(CachedEmbed)
+
+
+@registry.register("verifier", "nli")
+def _nli(config: GeneratorConfig) -> NliVerifier:
+    return NliVerifier(config.nli_model)
+
+
+@registry.register("verifier", "llm")
+def _llm_judge(config: GeneratorConfig) -> LlmVerifier:
+    return LlmVerifier(llm.chat_client_for(config))
 
 
 def add_to(server, catalog: KnowledgeBaseCatalog) -> None:

@@ -108,6 +108,7 @@ def assert_changed_document_replaces_its_chunks(client: RagkbClient, kb: str) ->
 def assert_answer_cites_its_chunk(result: dict, question: str, answer: str, doc_id: str) -> None:
     """The answer states `answer`, and a citation quoting it points at a returned chunk of `doc_id` holding it."""
     assert not result["refused"] and answer in result["answer"]
+    assert result["answerability"]["decision"] == "answer" and result["answerability"]["reason"]
     sources = {n: c["chunk"] for n, c in enumerate(result["chunks"], start=1)}
     supporting = [c for c in result["citations"] if answer in c["quote"]]
     assert supporting, result["citations"]

@@ -69,6 +69,8 @@ def test_deleted_document_is_no_longer_retrievable(client, stack):
     assert client.delete_document("deletions", "memo.txt")["chunks_deleted"] == 1
     result = client.query("deletions", "When does the warehouse open on Saturdays?")
     assert result["chunks"] == [] and result["refused"]
+    assert result["answerability"]["decision"] == "refuse"
+    assert result["answerability"]["reason"] == "no sources survived retrieval and reranking"
     with pytest.raises(RagkbApiError) as error:
         client.delete_document("deletions", "memo.txt")
     assert error.value.status == 404

@@ -15,7 +15,7 @@ from shared.config import GeneratorConfig
 from shared.contracts import chunk_pb2
 from shared.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument, Unavailable
 from tests.chat_standin import ChatStandIn, cite_source_containing
-from tests.conftest import SAMPLES
+from tests.conftest import LEXICAL_ANSWERABILITY, SAMPLES
 
 pytestmark = pytest.mark.integration
 
@@ -112,7 +112,7 @@ def test_chat_generator_prompts_with_numbered_sources_and_checks_claims(standin,
     standin.responder = cite_source_containing(
         "45 minutes", sentence="Charging from 20% to 80% takes 45 minutes [{n}]. The AMR-7 can fly at 200 km/h [{n}].")
     config = GeneratorConfig(name="openai", base_url=standin.base_url, model="standin-model",
-                             api_key_env="RAGKB_TEST_LLM_KEY")
+                             api_key_env="RAGKB_TEST_LLM_KEY", answerability=LEXICAL_ANSWERABILITY)
     generator = ChatGenerator(config)
     try:
         for stream in (False, True):

@@ -18,6 +18,7 @@ from shared.clients import GatewayClient
 from shared.contracts import gateway_pb2
 from shared.errors import InvalidArgument, NotFound
 from tests.chat_standin import ChatStandIn, cite_source_containing
+from tests.conftest import LEXICAL_ANSWERABILITY
 from tests.integration.conftest import ingest_folder
 from tests.tiny_cross_encoder import build_tiny_cross_encoder
 
@@ -41,16 +42,18 @@ def standin():
 
 @pytest.fixture(scope="module")
 def llm_kb(stack, client, standin, tmp_path_factory):
+    # a random reranker reorders the sources at random, so the shipped answerability defaults (fitted on
+    # retrieval scores without a reranker) do not apply: the gate here is the lexical one
     model_dir = build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-reranker"))
     # the operator's side: the chat endpoint and the model directory, each under a name
     (stack.settings.data_dir / "profiles.yaml").write_text(
         f"llm: {{standin: {{base_url: '{standin.base_url}', model: standin-model}}}}\n"
         f"models: {{tiny-reranker: '{model_dir}'}}\n", encoding="utf-8")
-    config = """
-chunker: {max_chars: 300, overlap_chars: 0}
-reranker: {name: bge, model: tiny-reranker, device: cpu, relative_threshold: 0.0, candidate_cap: 20, top_n: 4,
-           max_context_tokens: 4000}
-generator: {name: openai, profile: standin, max_retries: 0}
+    config = f"""
+chunker: {{max_chars: 300, overlap_chars: 0}}
+reranker: {{name: bge, model: tiny-reranker, device: cpu, relative_threshold: 0.0, candidate_cap: 20, top_n: 4,
+           max_context_tokens: 4000}}
+generator: {{name: openai, profile: standin, max_retries: 0, answerability: {json.dumps(LEXICAL_ANSWERABILITY)}}}
 """
     client.create_kb(KB, config_yaml=config)
     jobs = ingest_folder(client, KB)
@@ -142,7 +145,9 @@ def test_sse_stream_of_a_refusal_makes_no_model_call(stack, llm_kb, fresh):
         events = sse_events(http.get(url))
     assert [k for k, _ in events] == ["token", "citations", "done"]
     assert events[1][1]["refused"] is True and fresh.requests == []
-    assert "below the threshold" in events[2][1]["response"]["stages"]["generation"]["metadata"]["refusal_reason"]
+    reason = events[2][1]["response"]["stages"]["generation"]["metadata"]["refusal_reason"]
+    assert reason == "no source sentence shares a content word with the question"
+    assert events[2][1]["response"]["answerability"]["reason"] == reason
 
 
 def test_a_failing_model_ends_the_stream_with_an_error_event_naming_the_stage(stack, llm_kb, fresh):

@@ -10,7 +10,8 @@ import pytest
 
 from services.generator.answer import Answerer
 from services.generator.claims import ClaimChecker, lexical_support
-from services.generator.evidence import evidence_score, judge_evidence
+from services.generator.answerability import decide
+from services.generator.evidence import select_evidence
 from services.generator.extractive import ExtractiveGenerator
 from services.generator.openai_client import ChatClient
 from services.generator.prompts import PromptBuilder, classify_intent, source_groups
@@ -19,7 +20,7 @@ from shared import components
 from shared.config import GeneratorConfig, KBConfig
 from shared.contracts import chunk_pb2
 from shared.errors import FailedPrecondition, InvalidArgument
-from tests.conftest import SAMPLES
+from tests.conftest import LEXICAL_ANSWERABILITY, SAMPLES
 
 pytestmark = pytest.mark.unit
 
@@ -41,6 +42,9 @@ def handbook() -> list[chunk_pb2.Candidate]:
 @pytest.fixture(scope="module")
 def embedder():
     return components.embedder_for(KBConfig(name="kb"))
+
+
+LEXICAL_GATE = GeneratorConfig(answerability=LEXICAL_ANSWERABILITY)
 
 
 def number_of(sources: list[chunk_pb2.Candidate], needle: str) -> int:
@@ -132,15 +136,18 @@ def test_missing_templates_dir_names_it():
     pytest.param("木星有多少颗卫星？", "handbook", 0.0, 0.3, id="zh-off-topic"),
 ])
 def test_evidence_score_separates_answerable_from_off_topic(request, query, sources_fixture, low, high):
-    score = evidence_score(query, request.getfixturevalue(sources_fixture))
-    assert low <= score <= high
+    evidence = select_evidence(query, request.getfixturevalue(sources_fixture))
+    assert low <= evidence.signals["coverage"] <= high
 
 
 def test_refusal_verdict_says_why(guide):
-    assert judge_evidence("anything", [], 0.4).reason == "no sources survived retrieval and reranking"
-    verdict = judge_evidence("What is the capital of France?", guide, 0.4)
-    assert verdict.refuse and "below the threshold 0.40" in verdict.reason
-    assert not judge_evidence("What is the maximum payload of the AMR-7?", guide, 0.4).refuse
+    config = LEXICAL_GATE
+    empty = decide(config, select_evidence("anything", []), has_sources=False)
+    assert empty.refuse and empty.reason == "no sources survived retrieval and reranking"
+    off_topic = decide(config, select_evidence("What is the capital of France?", guide), has_sources=True)
+    assert off_topic.refuse and "no source sentence shares a content word" in off_topic.reason
+    answered = decide(config, select_evidence("What is the maximum payload of the AMR-7?", guide), has_sources=True)
+    assert not answered.refuse and "reaches the threshold" in answered.reason
 
 
 def test_answerer_refuses_weak_evidence_without_generating(guide):
@@ -151,15 +158,17 @@ def test_answerer_refuses_weak_evidence_without_generating(guide):
             Recorder.calls += 1
             return super().generate(*args, **kwargs)
 
-    config = GeneratorConfig()
+    config = LEXICAL_GATE
     answerer = Answerer("kb", config, Recorder(config), ClaimChecker("lexical"))
     refused = answerer.answer("火星上有多少座火山？", guide)
     assert refused.refused and refused.answer == config.refusal_zh and Recorder.calls == 0
     assert refused.stages[0].metadata["model_called"] == "false"
-    assert "below the threshold" in refused.refusal_reason
+    assert refused.refusal_reason and refused.answerability.decision == "refuse"
+    assert refused.answerability.reason == refused.refusal_reason
     answered = answerer.answer("What is the maximum payload of the AMR-7?", guide)
     assert not answered.refused and Recorder.calls == 1 and "300 kg" in answered.answer
-    assert answered.citations and answered.evidence_score >= config.min_evidence_score
+    assert answered.citations and answered.evidence_score >= answered.answerability.threshold
+    assert answered.answerability.decision == "answer" and "coverage" in answered.answerability.signals
 
 
 # --- claim-level citation checks ---------------------------------------------------------------
@@ -248,7 +257,7 @@ def test_bad_generator_config_names_the_field(yaml_text, field):
 
 
 def test_streamed_answer_ends_with_the_validated_final_event(guide):
-    config = GeneratorConfig()
+    config = LEXICAL_GATE
     answerer = Answerer("kb", config, ExtractiveGenerator(config), ClaimChecker("lexical"))
     events = list(answerer.stream("What is the maximum payload of the AMR-7?", guide))
     tokens = [e.token for e in events if e.WhichOneof("event") == "token"]

@@ -165,7 +165,7 @@ class QueryRequest(_message.Message):
     def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
-    __slots__ = ("answer", "citations", "chunks", "original_query", "effective_query", "stages", "degraded", "citation_issues", "refused", "trace_id")
+    __slots__ = ("answer", "citations", "chunks", "original_query", "effective_query", "stages", "degraded", "citation_issues", "refused", "trace_id", "answerability")
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +176,7 @@ class QueryResponse(_message.Message):
     CITATION_ISSUES_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    ANSWERABILITY_FIELD_NUMBER: _ClassVar[int]
     answer: str
     citations: _containers.RepeatedCompositeFieldContainer[_generator_pb2.Citation]
     chunks: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
@@ -186,7 +187,8 @@ class QueryResponse(_message.Message):
     citation_issues: _containers.RepeatedCompositeFieldContainer[_generator_pb2.CitationIssue]
     refused: bool
     trace_id: str
-    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_generator_pb2.Citation, _Mapping]]] = ..., chunks: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., original_query: _Optional[str] = ..., effective_query: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., citation_issues: _Optional[_Iterable[_Union[_generator_pb2.CitationIssue, _Mapping]]] = ..., refused: bool = ..., trace_id: _Optional[str] = ...) -> None: ...
+    answerability: _generator_pb2.Answerability
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_generator_pb2.Citation, _Mapping]]] = ..., chunks: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., original_query: _Optional[str] = ..., effective_query: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., citation_issues: _Optional[_Iterable[_Union[_generator_pb2.CitationIssue, _Mapping]]] = ..., refused: bool = ..., trace_id: _Optional[str] = ..., answerability: _Optional[_Union[_generator_pb2.Answerability, _Mapping]] = ...) -> None: ...
 
 class QueryEvent(_message.Message):
     __slots__ = ("token", "citations", "done")
@@ -199,15 +201,17 @@ class QueryEvent(_message.Message):
     def __init__(self, token: _Optional[str] = ..., citations: _Optional[_Union[AnswerCitations, _Mapping]] = ..., done: _Optional[_Union[QueryResponse, _Mapping]] = ...) -> None: ...
 
 class AnswerCitations(_message.Message):
-    __slots__ = ("answer", "citations", "citation_issues", "claim_checks", "refused")
+    __slots__ = ("answer", "citations", "citation_issues", "claim_checks", "refused", "answerability")
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
     CITATION_ISSUES_FIELD_NUMBER: _ClassVar[int]
     CLAIM_CHECKS_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    ANSWERABILITY_FIELD_NUMBER: _ClassVar[int]
     answer: str
     citations: _containers.RepeatedCompositeFieldContainer[_generator_pb2.Citation]
     citation_issues: _containers.RepeatedCompositeFieldContainer[_generator_pb2.CitationIssue]
     claim_checks: _containers.RepeatedCompositeFieldContainer[_generator_pb2.ClaimCheck]
     refused: bool
-    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_generator_pb2.Citation, _Mapping]]] = ..., citation_issues: _Optional[_Iterable[_Union[_generator_pb2.CitationIssue, _Mapping]]] = ..., claim_checks: _Optional[_Iterable[_Union[_generator_pb2.ClaimCheck, _Mapping]]] = ..., refused: bool = ...) -> None: ...
+    answerability: _generator_pb2.Answerability
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_generator_pb2.Citation, _Mapping]]] = ..., citation_issues: _Optional[_Iterable[_Union[_generator_pb2.CitationIssue, _Mapping]]] = ..., claim_checks: _Optional[_Iterable[_Union[_generator_pb2.ClaimCheck, _Mapping]]] = ..., refused: bool = ..., answerability: _Optional[_Union[_generator_pb2.Answerability, _Mapping]] = ...) -> None: ...

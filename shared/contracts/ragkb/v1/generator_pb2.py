@@ -25,25 +25,31 @@ _sym_db = _symbol_database.Default()
 from shared.contracts.ragkb.v1 import chunk_pb2 as ragkb_dot_v1_dot_chunk__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18ragkb/v1/generator.proto\x12\x08ragkb.v1\x1a\x14ragkb/v1/chunk.proto\"V\n\rGenerateEvent\x12\x0f\n\x05token\x18\x01 \x01(\tH\x00\x12+\n\x05\x66inal\x18\x02 \x01(\x0b\x32\x1a.ragkb.v1.GenerateResponseH\x00\x42\x07\n\x05\x65vent\"\x84\x01\n\nClaimCheck\x12\x10\n\x08sentence\x18\x01 \x01(\t\x12\x0f\n\x07numbers\x18\x02 \x03(\x05\x12\x0f\n\x07support\x18\x03 \x01(\x01\x12\x0f\n\x07lexical\x18\x04 \x01(\x01\x12\x10\n\x08semantic\x18\x05 \x01(\x01\x12\x0f\n\x07verdict\x18\x06 \x01(\t\x12\x0e\n\x06method\x18\x07 \x01(\t\"z\n\x0fGenerateRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12$\n\x07sources\x18\x03 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"u\n\x08\x43itation\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\x12\x14\n\x0cheading_path\x18\x04 \x03(\t\x12\x12\n\nsource_uri\x18\x05 \x01(\t\x12\r\n\x05quote\x18\x06 \x01(\t\"?\n\rCitationIssue\x12\x0e\n\x06marker\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\"\xb2\x02\n\x10GenerateResponse\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12%\n\tcitations\x18\x02 \x03(\x0b\x32\x12.ragkb.v1.Citation\x12\x30\n\x0f\x63itation_issues\x18\x03 \x03(\x0b\x32\x17.ragkb.v1.CitationIssue\x12\x0f\n\x07refused\x18\x04 \x01(\x08\x12\x11\n\tgenerator\x18\x05 \x01(\t\x12%\n\x06stages\x18\x06 \x03(\x0b\x32\x15.ragkb.v1.StageReport\x12*\n\x0c\x63laim_checks\x18\x07 \x03(\x0b\x32\x14.ragkb.v1.ClaimCheck\x12\x0e\n\x06intent\x18\x08 \x01(\t\x12\x16\n\x0e\x65vidence_score\x18\t \x01(\x01\x12\x16\n\x0erefusal_reason\x18\n \x01(\t2\x9d\x01\n\x10GeneratorService\x12\x41\n\x08Generate\x12\x19.ragkb.v1.GenerateRequest\x1a\x1a.ragkb.v1.GenerateResponse\x12\x46\n\x0eGenerateStream\x12\x19.ragkb.v1.GenerateRequest\x1a\x17.ragkb.v1.GenerateEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18ragkb/v1/generator.proto\x12\x08ragkb.v1\x1a\x14ragkb/v1/chunk.proto\"V\n\rGenerateEvent\x12\x0f\n\x05token\x18\x01 \x01(\tH\x00\x12+\n\x05\x66inal\x18\x02 \x01(\x0b\x32\x1a.ragkb.v1.GenerateResponseH\x00\x42\x07\n\x05\x65vent\"\x94\x01\n\nClaimCheck\x12\x10\n\x08sentence\x18\x01 \x01(\t\x12\x0f\n\x07numbers\x18\x02 \x03(\x05\x12\x0f\n\x07support\x18\x03 \x01(\x01\x12\x0f\n\x07lexical\x18\x04 \x01(\x01\x12\x10\n\x08semantic\x18\x05 \x01(\x01\x12\x0f\n\x07verdict\x18\x06 \x01(\t\x12\x0e\n\x06method\x18\x07 \x01(\t\x12\x0e\n\x06reason\x18\x14 \x01(\t\"\xc3\x01\n\rAnswerability\x12\x16\n\x0e\x65vidence_score\x18\x01 \x01(\x01\x12\x11\n\tthreshold\x18\x02 \x01(\x01\x12\x10\n\x08\x64\x65\x63ision\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x35\n\x07signals\x18\x05 \x03(\x0b\x32$.ragkb.v1.Answerability.SignalsEntry\x1a.\n\x0cSignalsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"z\n\x0fGenerateRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12$\n\x07sources\x18\x03 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"u\n\x08\x43itation\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\x12\x14\n\x0cheading_path\x18\x04 \x03(\t\x12\x12\n\nsource_uri\x18\x05 \x01(\t\x12\r\n\x05quote\x18\x06 \x01(\t\"?\n\rCitationIssue\x12\x0e\n\x06marker\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\"\xe2\x02\n\x10GenerateResponse\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12%\n\tcitations\x18\x02 \x03(\x0b\x32\x12.ragkb.v1.Citation\x12\x30\n\x0f\x63itation_issues\x18\x03 \x03(\x0b\x32\x17.ragkb.v1.CitationIssue\x12\x0f\n\x07refused\x18\x04 \x01(\x08\x12\x11\n\tgenerator\x18\x05 \x01(\t\x12%\n\x06stages\x18\x06 \x03(\x0b\x32\x15.ragkb.v1.StageReport\x12*\n\x0c\x63laim_checks\x18\x07 \x03(\x0b\x32\x14.ragkb.v1.ClaimCheck\x12\x0e\n\x06intent\x18\x08 \x01(\t\x12\x16\n\x0e\x65vidence_score\x18\t \x01(\x01\x12\x16\n\x0erefusal_reason\x18\n \x01(\t\x12.\n\ranswerability\x18\x14 \x01(\x0b\x32\x17.ragkb.v1.Answerability2\x9d\x01\n\x10GeneratorService\x12\x41\n\x08Generate\x12\x19.ragkb.v1.GenerateRequest\x1a\x1a.ragkb.v1.GenerateResponse\x12\x46\n\x0eGenerateStream\x12\x19.ragkb.v1.GenerateRequest\x1a\x17.ragkb.v1.GenerateEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragkb.v1.generator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_ANSWERABILITY_SIGNALSENTRY']._loaded_options = None
+  _globals['_ANSWERABILITY_SIGNALSENTRY']._serialized_options = b'8\001'
   _globals['_GENERATEEVENT']._serialized_start=60
   _globals['_GENERATEEVENT']._serialized_end=146
   _globals['_CLAIMCHECK']._serialized_start=149
-  _globals['_CLAIMCHECK']._serialized_end=281
-  _globals['_GENERATEREQUEST']._serialized_start=283
-  _globals['_GENERATEREQUEST']._serialized_end=405
-  _globals['_CITATION']._serialized_start=407
-  _globals['_CITATION']._serialized_end=524
-  _globals['_CITATIONISSUE']._serialized_start=526
-  _globals['_CITATIONISSUE']._serialized_end=589
-  _globals['_GENERATERESPONSE']._serialized_start=592
-  _globals['_GENERATERESPONSE']._serialized_end=898
-  _globals['_GENERATORSERVICE']._serialized_start=901
-  _globals['_GENERATORSERVICE']._serialized_end=1058
+  _globals['_CLAIMCHECK']._serialized_end=297
+  _globals['_ANSWERABILITY']._serialized_start=300
+  _globals['_ANSWERABILITY']._serialized_end=495
+  _globals['_ANSWERABILITY_SIGNALSENTRY']._serialized_start=449
+  _globals['_ANSWERABILITY_SIGNALSENTRY']._serialized_end=495
+  _globals['_GENERATEREQUEST']._serialized_start=497
+  _globals['_GENERATEREQUEST']._serialized_end=619
+  _globals['_CITATION']._serialized_start=621
+  _globals['_CITATION']._serialized_end=738
+  _globals['_CITATIONISSUE']._serialized_start=740
+  _globals['_CITATIONISSUE']._serialized_end=803
+  _globals['_GENERATERESPONSE']._serialized_start=806
+  _globals['_GENERATERESPONSE']._serialized_end=1160
+  _globals['_GENERATORSERVICE']._serialized_start=1163
+  _globals['_GENERATORSERVICE']._serialized_end=1320
 # @@protoc_insertion_point(module_scope)

@@ -16,7 +16,7 @@ class GenerateEvent(_message.Message):
     def __init__(self, token: _Optional[str] = ..., final: _Optional[_Union[GenerateResponse, _Mapping]] = ...) -> None: ...
 
 class ClaimCheck(_message.Message):
-    __slots__ = ("sentence", "numbers", "support", "lexical", "semantic", "verdict", "method")
+    __slots__ = ("sentence", "numbers", "support", "lexical", "semantic", "verdict", "method", "reason")
     SENTENCE_FIELD_NUMBER: _ClassVar[int]
     NUMBERS_FIELD_NUMBER: _ClassVar[int]
     SUPPORT_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class ClaimCheck(_message.Message):
     SEMANTIC_FIELD_NUMBER: _ClassVar[int]
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     sentence: str
     numbers: _containers.RepeatedScalarFieldContainer[int]
     support: float
@@ -31,7 +32,29 @@ class ClaimCheck(_message.Message):
     semantic: float
     verdict: str
     method: str
-    def __init__(self, sentence: _Optional[str] = ..., numbers: _Optional[_Iterable[int]] = ..., support: _Optional[float] = ..., lexical: _Optional[float] = ..., semantic: _Optional[float] = ..., verdict: _Optional[str] = ..., method: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, sentence: _Optional[str] = ..., numbers: _Optional[_Iterable[int]] = ..., support: _Optional[float] = ..., lexical: _Optional[float] = ..., semantic: _Optional[float] = ..., verdict: _Optional[str] = ..., method: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Answerability(_message.Message):
+    __slots__ = ("evidence_score", "threshold", "decision", "reason", "signals")
+    class SignalsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    EVIDENCE_SCORE_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    evidence_score: float
+    threshold: float
+    decision: str
+    reason: str
+    signals: _containers.ScalarMap[str, float]
+    def __init__(self, evidence_score: _Optional[float] = ..., threshold: _Optional[float] = ..., decision: _Optional[str] = ..., reason: _Optional[str] = ..., signals: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class GenerateRequest(_message.Message):
     __slots__ = ("kb", "query", "sources", "context")
@@ -72,7 +95,7 @@ class CitationIssue(_message.Message):
     def __init__(self, marker: _Optional[str] = ..., reason: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("answer", "citations", "citation_issues", "refused", "generator", "stages", "claim_checks", "intent", "evidence_score", "refusal_reason")
+    __slots__ = ("answer", "citations", "citation_issues", "refused", "generator", "stages", "claim_checks", "intent", "evidence_score", "refusal_reason", "answerability")
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
     CITATION_ISSUES_FIELD_NUMBER: _ClassVar[int]
@@ -83,6 +106,7 @@ class GenerateResponse(_message.Message):
     INTENT_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_SCORE_FIELD_NUMBER: _ClassVar[int]
     REFUSAL_REASON_FIELD_NUMBER: _ClassVar[int]
+    ANSWERABILITY_FIELD_NUMBER: _ClassVar[int]
     answer: str
     citations: _containers.RepeatedCompositeFieldContainer[Citation]
     citation_issues: _containers.RepeatedCompositeFieldContainer[CitationIssue]
@@ -93,4 +117,5 @@ class GenerateResponse(_message.Message):
     intent: str
     evidence_score: float
     refusal_reason: str
-    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., citation_issues: _Optional[_Iterable[_Union[CitationIssue, _Mapping]]] = ..., refused: bool = ..., generator: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ..., claim_checks: _Optional[_Iterable[_Union[ClaimCheck, _Mapping]]] = ..., intent: _Optional[str] = ..., evidence_score: _Optional[float] = ..., refusal_reason: _Optional[str] = ...) -> None: ...
+    answerability: Answerability
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., citation_issues: _Optional[_Iterable[_Union[CitationIssue, _Mapping]]] = ..., refused: bool = ..., generator: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ..., claim_checks: _Optional[_Iterable[_Union[ClaimCheck, _Mapping]]] = ..., intent: _Optional[str] = ..., evidence_score: _Optional[float] = ..., refusal_reason: _Optional[str] = ..., answerability: _Optional[_Union[Answerability, _Mapping]] = ...) -> None: ...

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from services.generator.citations import resolve_citations, validate_markers
 from services.generator.claims import CheckedAnswer, ClaimChecker
-from services.generator.answerability import Decision, decide
+from services.generator.answerability import Decision, decide, incomplete_signals
 from services.generator.evidence import Embed, Evidence, select_evidence
 from services.generator.extractive import Draft
 from services.generator.prompts import Intent, classify_intent
@@ -89,7 +89,7 @@ class Answerer:
         refusal = self._config.refusal_zh if language == "zh" else self._config.refusal_en
         evidence = select_evidence(query, sources, embed=self._embed, embed_languages=self._embed_languages,
                                    max_sentences=self._config.max_sentences)
-        decision = decide(self._config, evidence, bool(sources))
+        decision = decide(self._config, evidence, bool(sources), incomplete=incomplete_signals(sources))
         floor = self._config.min_evidence_score
         if not decision.refuse and evidence.signals["coverage"] < floor:
             decision = Decision(decision.score, decision.threshold, True,

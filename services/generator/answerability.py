@@ -50,12 +50,36 @@ def probability(model: AnswerabilityModel, signals: Mapping[str, float]) -> floa
     return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
 
-def decide(config: GeneratorConfig, evidence: Evidence, has_sources: bool) -> Decision:
+# The model's BM25 strength and dense margin are relative to the corpus and to both routes answering: in a
+# knowledge base of one or two passages every term is in most documents (BM25 idf near 0) and the runner-up
+# is unrelated (a huge margin), and a route that is down leaves its signals at 0, none of which the model
+# saw when it was fitted. Then the coverage floor decides alone.
+MIN_RANKED_SOURCES = 3
+
+
+def incomplete_signals(sources: Sequence) -> str | None:
+    """Why the calibrated model cannot judge these retrieved sources, or None (also for unranked chunks)."""
+    ranked = [c for c in sources if c.bm25_rank or c.dense_rank]
+    if not ranked:
+        return None
+    if len(ranked) < MIN_RANKED_SOURCES:
+        return f"{len(ranked)} retrieved source(s) are too few for the calibrated model"
+    for route, rank in (("keyword", "bm25_rank"), ("dense", "dense_rank")):
+        if not any(getattr(c, rank) for c in ranked):
+            return f"the {route} route found none of the sources (down or no match)"
+    return None
+
+
+def decide(config: GeneratorConfig, evidence: Evidence, has_sources: bool, *, incomplete: str | None = None) -> Decision:
+    """`incomplete`: why the retrieval signals cannot feed the model (`incomplete_signals`); the floor decides."""
     if not has_sources:
         return Decision(0.0, 0.0, True, "no sources survived retrieval and reranking", {})
     if not evidence.span:
         return Decision(0.0, 0.0, True, "no source sentence shares a content word with the question",
                         evidence.signals)
+    if incomplete:
+        return Decision(evidence.signals["coverage"], config.min_evidence_score, False,
+                        f"{incomplete}; decided by the coverage floor", evidence.signals)
     model = model_for(config, evidence.language)
     score = round(probability(model, evidence.signals), 4)
     strongest = _contributions(model, evidence.signals)

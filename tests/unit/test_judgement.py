@@ -14,7 +14,7 @@ import pytest
 
 from ragkb import eval_answers
 from services.generator.answer import Answerer
-from services.generator.answerability import decide, fit, probability
+from services.generator.answerability import decide, fit, incomplete_signals, probability
 from services.generator.claims import ClaimChecker
 from services.generator.evidence import CachedEmbed, select_evidence, source_sentences
 from services.generator.extractive import ExtractiveGenerator
@@ -134,7 +134,8 @@ def test_every_response_carries_score_decision_and_reason(embed):
     config = GeneratorConfig()
     answerer = Answerer("kb", config, ExtractiveGenerator(config), ClaimChecker("lexical"), embed=vectors,
                         embed_languages=languages)
-    sources = [source(PAYLOAD, dense=0.7, rank=1, bm25=8.0), source(SPEED, dense=0.4, rank=2, bm25=3.0)]
+    sources = [source(PAYLOAD, dense=0.7, rank=1, bm25=8.0), source(SPEED, dense=0.4, rank=2, bm25=3.0),
+               source("Charging from 20% to 80% takes 45 minutes.", dense=0.2, rank=3, bm25=1.0)]
     answered = answerer.answer("What is the maximum payload of the AMR-7?", sources)
     assert answered.answerability.decision == "answer" and "reaches the threshold" in answered.answerability.reason
     assert answered.answerability.evidence_score == answered.evidence_score >= answered.answerability.threshold
@@ -151,6 +152,27 @@ def test_a_calibrated_model_in_the_kb_config_decides():
     config = KBConfig.from_yaml(f"generator: {{answerability: {{en: {strict}}}}}".replace("'", '"'), name="kb")
     decision = decide(config.generator, select_evidence("What is the maximum payload?", [source(PAYLOAD)]), True)
     assert decision.refuse and decision.threshold == 0.99 and "below the threshold 0.99" in decision.reason
+
+
+def test_incomplete_retrieval_signals_are_decided_by_the_coverage_floor():
+    """A one- or two-passage KB, or a route that is down: the model's corpus-relative signals mean nothing."""
+    strict = {"features": ["coverage"], "weights": [1.0], "bias": 0.0, "threshold": 0.99}
+    config = KBConfig.from_yaml(f"generator: {{answerability: {{en: {strict}}}}}".replace("'", '"'), name="kb")
+    one = [source(PAYLOAD, dense=0.8, rank=1, bm25=2.0)]
+    dense_only = [chunk_pb2.Candidate(chunk=c.chunk, dense_rank=r, dense_score=0.5)
+                  for r, c in enumerate([source(PAYLOAD), source(SPEED), source("Charging takes 45 minutes.")], 1)]
+    assert incomplete_signals(one) == "1 retrieved source(s) are too few for the calibrated model"
+    assert incomplete_signals(dense_only) == "the keyword route found none of the sources (down or no match)"
+    assert incomplete_signals([source(PAYLOAD)]) is None  # chunks handed over without retrieval ranks
+    assert incomplete_signals(one * 3) is None
+    question = "What is the maximum payload?"
+    answered = decide(config.generator, select_evidence(question, one), True, incomplete=incomplete_signals(one))
+    assert not answered.refuse and "decided by the coverage floor" in answered.reason
+    off_topic = decide(config.generator, select_evidence("What is the capital of France?", one), True,
+                       incomplete=incomplete_signals(one))
+    assert off_topic.refuse  # no sentence shares a word with the question: refused before any model
+    judged = decide(config.generator, select_evidence(question, one * 3), True, incomplete=incomplete_signals(one * 3))
+    assert judged.refuse and "below the threshold 0.99" in judged.reason
 
 
 def test_a_model_with_mismatched_weights_is_a_config_error():

@@ -1,6 +1,7 @@
 """Gateway runtime on the embedded stack: traces, live step settings, optional steps, metrics, gRPC errors,
 the LangChain adapter and the /debug test bench in headless Chromium (Debian chromium + chromedriver, Selenium)."""
 
+import json
 import shutil
 
 import grpc
@@ -10,7 +11,7 @@ import yaml
 from ragkb.client import RagkbApiError
 from ragkb.langchain import RagkbRetriever
 from shared.contracts import gateway_pb2, gateway_pb2_grpc
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import LEXICAL_ANSWERABILITY, ROOT, SAMPLES
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +26,9 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 @pytest.fixture(scope="module")
 def kb(client):
-    client.create_kb(KB)
+    # the steps and traces are what these tests check: the gate is the lexical one, so the HyDE draft over the
+    # first three retrieved passages is not refused by the shipped answerability model's margin signals
+    client.create_kb(KB, config_yaml=f"generator: {{answerability: {json.dumps(LEXICAL_ANSWERABILITY)}}}")
     jobs = [client.upload(KB, name, (SAMPLES / name).read_bytes())["job_id"]
             for name in ("en/amr7-user-guide.md", "zh/amr7-使用手册.md")]
     assert {j["state"] for j in client.wait(jobs, timeout_s=300)} == {"done"}

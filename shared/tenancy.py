@@ -20,6 +20,7 @@ import grpc
 from shared.contracts import chunk_pb2
 from shared.errors import PermissionDenied, Unauthenticated
 from shared.server import SCOPED_PREFIX, run_admitted
+from shared.stores.acl import ACL_KEY, parse_groups
 
 CONTEXT_FIELD = "context"
 ROLES = ("reader", "writer", "kb_admin", "admin")
@@ -40,14 +41,23 @@ def require() -> chunk_pb2.TenantContext:
     return tenant
 
 
+def use(tenant: chunk_pb2.TenantContext) -> contextvars.Token:
+    """Make `tenant` current until `reset(token)` (the gateway does this for each authenticated request)."""
+    return _current.set(tenant)
+
+
+def reset(token: contextvars.Token) -> None:
+    _current.reset(token)
+
+
 @contextlib.contextmanager
 def acting_for(tenant: chunk_pb2.TenantContext) -> Iterator[chunk_pb2.TenantContext]:
     """Make `tenant` current for the calls made inside the block."""
-    token = _current.set(tenant)
+    token = use(tenant)
     try:
         yield tenant
     finally:
-        _current.reset(token)
+        reset(token)
 
 
 def operator_tenant(principal: str, *, namespaces: Iterable[str] = ()) -> chunk_pb2.TenantContext:
@@ -119,8 +129,6 @@ def scope_filter(search_filter: chunk_pb2.SearchFilter) -> chunk_pb2.SearchFilte
 
 def readable(chunk: chunk_pb2.KnowledgeChunk, tenant: chunk_pb2.TenantContext) -> bool:
     """Whether the tenant may read a chunk: its namespace, and its ACL when the tenant's groups apply."""
-    from shared.stores.acl import ACL_KEY, parse_groups
-
     if not may_access(tenant, chunk.namespace):
         return False
     if not tenant.acl_enforced:

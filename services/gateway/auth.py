@@ -27,12 +27,20 @@ from pathlib import Path
 
 import yaml
 
-from shared.files import file_stamp
-from shared.server import is_loopback
 from shared import tenancy
 from shared.config import DEFAULT_NAMESPACE
 from shared.contracts import chunk_pb2
-from shared.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied, RagkbError, Unauthenticated
+from shared.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    RagkbError,
+    Unauthenticated,
+)
+from shared.files import file_stamp
+from shared.server import is_loopback
+from shared.stores.acl import parse_groups
 
 ROLES = tenancy.ROLES  # reader < writer < kb_admin (creates knowledge bases) < admin
 ANY = "*"
@@ -75,8 +83,6 @@ class Principal:
 
     def can_read(self, namespace: str, acl: str) -> bool:
         """Whether a chunk of `namespace` whose ACL metadata is `acl` is readable by this caller."""
-        from shared.stores.acl import parse_groups
-
         if not self.can_see(namespace):
             return False
         allowed = parse_groups(acl or "")
@@ -104,12 +110,12 @@ def current() -> Principal:
 
 def use(principal: Principal) -> tuple[contextvars.Token, contextvars.Token]:
     """Make `principal` the caller of this request, and its tenant the context of every inner call."""
-    return _current.set(principal), tenancy._current.set(principal.tenant())
+    return _current.set(principal), tenancy.use(principal.tenant())
 
 
 def reset(tokens: tuple[contextvars.Token, contextvars.Token]) -> None:
     _current.reset(tokens[0])
-    tenancy._current.reset(tokens[1])
+    tenancy.reset(tokens[1])
 
 
 @contextlib.contextmanager

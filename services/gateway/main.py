@@ -9,15 +9,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from services.gateway import auth, servicer
-from services.gateway.auth_grpc import AuthInterceptor
+from services.gateway import auth
+from services.gateway.api import servicer
+from services.gateway.api.http import HttpServer
+from services.gateway.api.rest import create_app
+from services.gateway.auth.grpc import AuthInterceptor
 from services.gateway.gateway import Downstream, Gateway
-from services.gateway.http import HttpServer
-from services.gateway.rest import create_app
-from services.gateway.runtime import runtime_from_settings
+from services.gateway.query.runtime import runtime_from_settings
 from services.worker.pipeline import run_ingest_job
 from services.worker.queue import CeleryQueue, InProcessQueue, JobQueue
-from shared.clients import GeneratorClient, IndexerClient, ParserClient, RerankerClient, RetrieverClient
+from shared.clients import (
+    GeneratorClient,
+    IndexerClient,
+    ParserClient,
+    RerankerClient,
+    RetrieverClient,
+)
 from shared.config import Settings
 from shared.jobs import JobStore
 from shared.kb import KnowledgeBaseCatalog

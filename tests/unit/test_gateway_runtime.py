@@ -7,11 +7,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from services.gateway import auth
 from services.gateway.metrics import GatewayMetrics
-from services.gateway.runtime import StageFailed, create_runtime
-from services.gateway.stages import Generated, Preprocessed, Refined, Retrieved
-from services.gateway.steps import StepRegistry
-from services.gateway.trace import TraceStore
-from services.gateway.trace_spans import tracer_for
+from services.gateway.query.runtime import StageFailed, create_runtime
+from services.gateway.query.stages import Generated, Preprocessed, Refined, Retrieved
+from services.gateway.query.steps import StepRegistry
+from services.gateway.traces.spans import tracer_for
+from services.gateway.traces.store import TraceStore
 from shared.contracts import chunk_pb2, gateway_pb2
 from shared.errors import InvalidArgument, Unavailable
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from shared.contracts import chunk_pb2
-from shared.stores.acl import ACL_KEY
 from shared.errors import InvalidArgument, NotFound
+from shared.stores.acl import ACL_KEY
 
 SNIPPET_CHARS = 300
 

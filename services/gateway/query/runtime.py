@@ -19,15 +19,36 @@ from opentelemetry import trace as otel
 
 from services.gateway import auth
 from services.gateway.metrics import GatewayMetrics
-from services.gateway.stages import (
-    GENERATION, POST_RETRIEVAL, PRE_RETRIEVAL, RETRIEVAL, Generated, Generator, GrpcGenerator, GrpcPostProcessor,
-    GrpcRetriever, NoopPreprocessor, PassthroughPostProcessor, PostProcessor, QueryContext, QueryPreprocessor,
-    Refined, Retriever, elapsed_ms,
+from services.gateway.query.preprocess import StepPreprocessor
+from services.gateway.query.stages import (
+    GENERATION,
+    POST_RETRIEVAL,
+    PRE_RETRIEVAL,
+    RETRIEVAL,
+    Generated,
+    Generator,
+    GrpcGenerator,
+    GrpcPostProcessor,
+    GrpcRetriever,
+    NoopPreprocessor,
+    PassthroughPostProcessor,
+    PostProcessor,
+    QueryContext,
+    QueryPreprocessor,
+    Refined,
+    Retriever,
+    elapsed_ms,
 )
-from services.gateway.steps import StepRegistry
-from services.gateway.steps_query import StepPreprocessor
-from services.gateway.trace import TraceStore, candidate_list, dropped_list, message_dicts, now, stage_entries
-from services.gateway.trace_spans import tracer_for
+from services.gateway.query.steps import StepRegistry
+from services.gateway.traces.spans import tracer_for
+from services.gateway.traces.store import (
+    TraceStore,
+    candidate_list,
+    dropped_list,
+    message_dicts,
+    now,
+    stage_entries,
+)
 from shared.clients import GeneratorClient, RerankerClient, RetrieverClient
 from shared.config import Settings
 from shared.contracts import chunk_pb2, gateway_pb2, generator_pb2

@@ -102,8 +102,9 @@ class PostgresDatabase:
         except psycopg.OperationalError as error:
             raise FailedPrecondition(f"cannot reach the control-plane database ({_redacted(dsn)}): "
                                      f"{str(error).strip()}") from None
+        # connections are checked when taken, so a database restart or failover costs no failed request
         self._pool = ConnectionPool(dsn, min_size=1, max_size=max_size, kwargs={"autocommit": True},
-                                    name="ragkb-control-plane", open=True)
+                                    check=ConnectionPool.check_connection, name="ragkb-control-plane", open=True)
 
     def execute(self, sql: str, params: Sequence = ()) -> Result:
         with self._pool.connection() as connection:

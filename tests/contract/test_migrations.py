@@ -75,3 +75,15 @@ def test_an_unreachable_database_is_named_without_its_password():
     with pytest.raises(FailedPrecondition, match=r"cannot reach the control-plane database "
                                                  r"\(postgresql://ragkb:\*\*\*@127.0.0.1:9/ragkb\)"):
         PostgresDatabase("postgresql://ragkb:s3cret@127.0.0.1:9/ragkb")
+
+
+def test_connections_the_server_dropped_are_replaced_without_a_failed_call(postgres_dsn):
+    from shared.state.postgres import database
+
+    db = database(postgres_dsn)
+    assert db.execute("SELECT 1").one() == (1,)
+    with psycopg.connect(postgres_dsn, autocommit=True) as admin:  # what a restart or failover does to a pool
+        dropped = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()
+    assert dropped[0] >= 1
+    assert db.execute("SELECT 2").one() == (2,)

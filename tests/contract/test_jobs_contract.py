@@ -18,8 +18,12 @@ from shared.jobs import JobStore
 CONTENT = "# 标题\n\nChinese and English text / 中文与英文。".encode()
 
 
-def new_job(jobs: JobStore, name: str = "笔记.md", namespace: str = "default") -> gateway_pb2.IngestJob:
-    return jobs.create(kb="kb", namespace=namespace, doc_id=name, filename=name, content=CONTENT,
+def new_job(jobs: JobStore, namespace: str = "default", name: str = "a.md") -> gateway_pb2.IngestJob:
+    return jobs.create(kb="kb", namespace=namespace, doc_id=name, filename=name, content=b"# A\n\ntext")
+
+
+def new_chinese_job(jobs: JobStore) -> gateway_pb2.IngestJob:
+    return jobs.create(kb="kb", namespace="default", doc_id="笔记.md", filename="笔记.md", content=CONTENT,
                        metadata_json='{"lang": "zh"}')
 
 
@@ -31,7 +35,7 @@ def jobs(settings):
 
 
 def test_a_job_keeps_its_record_and_its_upload(jobs):
-    job = new_job(jobs)
+    job = new_chinese_job(jobs)
     assert job.state == gateway_pb2.JOB_STATE_QUEUED and job.filename == "笔记.md" and job.attempts == 0
     assert jobs.get(job.job_id) == job
     assert jobs.upload_of(job.job_id) == (CONTENT, '{"lang": "zh"}')
@@ -40,7 +44,7 @@ def test_a_job_keeps_its_record_and_its_upload(jobs):
 
 
 def test_cluster_uploads_need_no_disk(settings, jobs):
-    job = new_job(jobs)
+    job = new_chinese_job(jobs)
     uploads = settings.data_dir / "uploads"
     on_disk = list(uploads.iterdir()) if uploads.exists() else []
     assert bool(on_disk) == (not settings.database_url)
@@ -73,60 +77,126 @@ def test_a_silent_runner_loses_its_job(settings, jobs):
         successor.close()
 
 
-def test_the_retry_cap_fails_a_job_with_its_last_interruption(settings):
-    store = JobStore.for_settings(settings, max_attempts=2)
-    job = new_job(store)
-    for _ in range(2):
-        assert store.start(job.job_id)
-        store.requeue(job.job_id, "interrupted while parsing")
-    assert not store.start(job.job_id)
-    failed = store.get(job.job_id)
-    assert failed.state == gateway_pb2.JOB_STATE_FAILED and failed.attempts == 2
-    assert failed.error == "retry_limit: started 2 times without finishing; last: interrupted while parsing"
+def test_counts_by_state_and_list_limit(jobs):
+    for namespace in ("a", "a", "b"):
+        new_job(jobs, namespace=namespace)
+    jobs.update(jobs.list("kb", "a")[-1].job_id, state=gateway_pb2.JOB_STATE_DONE)
+    assert len(jobs.list("kb", limit=2)) == 2
+    assert jobs.counts_by_state() == {gateway_pb2.JOB_STATE_QUEUED: 2, gateway_pb2.JOB_STATE_DONE: 1}
 
 
-def test_final_jobs_never_change(jobs):
+def test_start_counts_deliveries_and_keeps_the_first_start_time(jobs):
     job = new_job(jobs)
-    assert jobs.cancel(job.job_id).state == gateway_pb2.JOB_STATE_CANCELLED
+    assert jobs.start(job.job_id)
+    first = jobs.get(job.job_id)
+    assert jobs.start(job.job_id)  # a redelivery after a crash
+    again = jobs.get(job.job_id)
+    assert (first.attempts, again.attempts) == (1, 2)
+    assert again.started_at == first.started_at != ""
+    assert again.state == gateway_pb2.JOB_STATE_PARSING
+
+
+def test_a_final_job_never_changes_again(jobs):
+    job = new_job(jobs)
+    cancelled = jobs.cancel(job.job_id)
+    assert cancelled.state == gateway_pb2.JOB_STATE_CANCELLED and cancelled.error == "cancelled on request"
     assert not jobs.update(job.job_id, state=gateway_pb2.JOB_STATE_DONE)
     assert not jobs.start(job.job_id)
+    assert jobs.get(job.job_id).state == gateway_pb2.JOB_STATE_CANCELLED
     with pytest.raises(FailedPrecondition, match="already cancelled"):
         jobs.cancel(job.job_id)
 
 
-def test_retry_uses_the_stored_upload_and_says_when_it_is_gone(jobs):
+def test_retry_makes_a_new_job_from_the_saved_upload(jobs):
     job = new_job(jobs)
     jobs.update(job.job_id, state=gateway_pb2.JOB_STATE_FAILED, error="parser: boom")
     retried = jobs.retry(job.job_id)
-    assert retried.state == gateway_pb2.JOB_STATE_QUEUED and jobs.upload_of(retried.job_id)[0] == CONTENT
-    jobs.update(retried.job_id, state=gateway_pb2.JOB_STATE_FAILED, error="x")
-    jobs.discard_upload(retried.job_id)
-    with pytest.raises(FailedPrecondition, match="no longer stored"):
-        jobs.retry(retried.job_id)
+    assert retried.job_id != job.job_id and retried.state == gateway_pb2.JOB_STATE_QUEUED
+    assert (retried.doc_id, retried.filename) == (job.doc_id, job.filename)
+    assert jobs.upload_of(retried.job_id)[0] == b"# A\n\ntext"
 
 
-def test_recovery_requeues_what_a_dead_process_left_running(jobs):
-    queued, running, done = new_job(jobs, "q.md"), new_job(jobs, "r.md"), new_job(jobs, "d.md")
+@pytest.mark.parametrize("state", [
+    pytest.param(gateway_pb2.JOB_STATE_PARSING, id="parsing"),
+    pytest.param(gateway_pb2.JOB_STATE_EMBEDDING, id="embedding"),
+    pytest.param(gateway_pb2.JOB_STATE_INDEXING, id="indexing"),
+])
+def test_a_running_job_cannot_be_retried(jobs, state):
+    job = new_job(jobs)
+    jobs.update(job.job_id, state=state)
+    with pytest.raises(FailedPrecondition, match="running job cannot be retried"):
+        jobs.retry(job.job_id)
+
+
+@pytest.mark.parametrize("state", [
+    pytest.param(gateway_pb2.JOB_STATE_QUEUED, id="queued"),
+    pytest.param(gateway_pb2.JOB_STATE_DONE, id="done"),
+    pytest.param(gateway_pb2.JOB_STATE_CANCELLED, id="cancelled"),
+])
+def test_any_job_that_is_not_running_can_be_retried(jobs, state):
+    job = new_job(jobs)
+    jobs.update(job.job_id, state=state)
+    retried = jobs.retry(job.job_id)
+    assert retried.state == gateway_pb2.JOB_STATE_QUEUED
+    old = jobs.get(job.job_id)
+    if state == gateway_pb2.JOB_STATE_QUEUED:  # the stuck one can never run next to its replacement
+        assert old.state == gateway_pb2.JOB_STATE_CANCELLED and retried.job_id in old.error
+    else:
+        assert old.state == state
+
+
+def test_a_job_started_too_often_fails_with_the_retry_limit_and_its_last_interruption(settings):
+    store = JobStore.for_settings(settings, max_attempts=2)
+    try:
+        job = new_job(store)
+        for _ in range(2):
+            assert store.start(job.job_id)
+            store.requeue(job.job_id, "interrupted while parsing")
+        assert not store.start(job.job_id)
+        failed = store.get(job.job_id)
+        assert failed.state == gateway_pb2.JOB_STATE_FAILED and failed.attempts == 2
+        assert failed.error == "retry_limit: started 2 times without finishing; last: interrupted while parsing"
+    finally:
+        store.close()
+
+
+def test_abandoned_lists_active_jobs_idle_for_the_given_time(jobs):
+    queued, running, done = new_job(jobs, name="q.md"), new_job(jobs, name="r.md"), new_job(jobs, name="d.md")
     jobs.start(running.job_id)
     jobs.update(done.job_id, state=gateway_pb2.JOB_STATE_DONE)
-    assert [j.job_id for j in jobs.abandoned()] == [queued.job_id, running.job_id]
-    assert jobs.abandoned(idle_s=3600) == []
+    assert {j.job_id for j in jobs.abandoned()} == {queued.job_id, running.job_id}
+    assert jobs.abandoned(idle_s=3600) == []  # all were touched just now
+
+
+def test_resume_requeues_running_jobs_with_a_note_and_admits_each_once(jobs):
+    queued, running, waiting = new_job(jobs, name="q.md"), new_job(jobs, name="r.md"), new_job(jobs, name="w.md")
+    jobs.start(running.job_id)
+    gate = LocalGate(slots=1)
+    assert gate.admit("default", "busy") == ["busy"]  # the one slot is taken
+    assert gate.admit("default", waiting.job_id) == []  # still waiting in the gate: must not be added twice
     dispatched: list[str] = []
-    context = TaskContext(jobs=jobs, run_job=lambda job_id: None, gate=LocalGate(slots=5), dispatch=dispatched.append)
+    context = TaskContext(jobs=jobs, run_job=lambda job_id: None, gate=gate, dispatch=dispatched.append)
     assert sorted(resume_abandoned(context)) == sorted([queued.job_id, running.job_id])
-    assert sorted(dispatched) == sorted([queued.job_id, running.job_id])
-    requeued = jobs.get(running.job_id)
-    assert requeued.state == gateway_pb2.JOB_STATE_QUEUED and requeued.error.startswith("interrupted while parsing")
+    assert dispatched == [] and gate.waiting("default") == 3
+    note = jobs.get(running.job_id)
+    assert note.state == gateway_pb2.JOB_STATE_QUEUED
+    assert note.error == "interrupted while parsing (the process running it stopped; attempt 1 of 3)"
+    assert gate.release("default", "busy") == [waiting.job_id]  # the fairness order is kept
 
 
-def test_list_and_counts(jobs):
+def test_retry_without_the_upload_says_so(jobs):
+    job = new_job(jobs)
+    jobs.update(job.job_id, state=gateway_pb2.JOB_STATE_FAILED, error="x")
+    jobs.discard_upload(job.job_id)
+    with pytest.raises(FailedPrecondition, match="no longer stored"):
+        jobs.retry(job.job_id)
+
+
+def test_list_filters_by_namespace(jobs):
     for namespace in ("a", "a", "b"):
-        new_job(jobs, namespace=namespace)
-    first = jobs.list("kb", "a")[-1]
-    jobs.update(first.job_id, state=gateway_pb2.JOB_STATE_DONE)
-    assert len(jobs.list("kb")) == 3 and {j.namespace for j in jobs.list("kb", "b")} == {"b"}
-    assert len(jobs.list("kb", limit=2)) == 2
-    assert jobs.counts_by_state() == {gateway_pb2.JOB_STATE_QUEUED: 2, gateway_pb2.JOB_STATE_DONE: 1}
+        new_job(jobs, namespace)
+    assert len(jobs.list("kb")) == 3
+    assert {j.namespace for j in jobs.list("kb", "b")} == {"b"} and len(jobs.list("kb", "a")) == 2
 
 
 # --- concurrency: many runners, each job claimed exactly once -----------------------------------------------
@@ -151,7 +221,7 @@ def _claim_in_process(settings: Settings, job_ids: list[str], seed: int, start, 
 
 
 def test_threads_claim_each_job_exactly_once(settings, jobs):
-    job_ids = [new_job(jobs, f"{i}.md").job_id for i in range(JOBS)]
+    job_ids = [new_job(jobs, name=f"{i}.md").job_id for i in range(JOBS)]
     barrier = threading.Barrier(RUNNERS)
     claims: list[list[str]] = [[] for _ in range(RUNNERS)]
 
@@ -169,7 +239,7 @@ def test_threads_claim_each_job_exactly_once(settings, jobs):
 
 
 def test_processes_claim_each_job_exactly_once(settings, jobs):
-    job_ids = [new_job(jobs, f"{i}.md").job_id for i in range(JOBS)]
+    job_ids = [new_job(jobs, name=f"{i}.md").job_id for i in range(JOBS)]
     spawn = multiprocessing.get_context("spawn")
     results, start = spawn.Queue(), spawn.Barrier(RUNNERS)
     processes = [spawn.Process(target=_claim_in_process, args=(settings, job_ids, seed, start, results))

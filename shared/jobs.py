@@ -243,6 +243,19 @@ class JobStore:
                     error=f"{RETRY_LIMIT}: started {job.attempts} times without finishing{last}")
         return False
 
+    def takeover_in(self, job_id: str) -> float | None:
+        """Seconds until this store may claim a job another runner holds (0 = now); None when no other
+        runner holds it (queued, final, or this store's own). A delivery that found its job held
+        elsewhere looks again after that long, so a job whose runner died is never left behind."""
+        row = self._db.execute("SELECT state, runner, updated_at FROM jobs WHERE job_id = ?", (job_id,)).one()
+        if row is None:
+            raise NotFound(f"job {job_id!r} does not exist")
+        state, runner, updated_at = row
+        if state in FINAL_STATES or state == gateway_pb2.JOB_STATE_QUEUED or runner == self.runner:
+            return None
+        silent_s = (datetime.now(timezone.utc) - datetime.fromisoformat(updated_at)).total_seconds()
+        return max(0.0, self.stale_after_s - silent_s)
+
     def abandoned(self, *, idle_s: float = 0.0) -> list[gateway_pb2.IngestJob]:
         """Active jobs (queued or running) not updated for `idle_s` seconds, oldest first.
 

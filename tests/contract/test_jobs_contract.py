@@ -66,6 +66,23 @@ def test_start_claims_a_queued_job_once_per_runner(settings, jobs):
         other.close()
 
 
+def test_a_delivery_that_finds_its_job_held_elsewhere_knows_when_to_look_again(settings, jobs):
+    job = new_job(jobs)
+    assert jobs.takeover_in(job.job_id) is None  # queued: anyone may take it now
+    other = JobStore.for_settings(settings, stale_after_s=600)
+    impatient = JobStore.for_settings(settings, stale_after_s=0)
+    try:
+        assert other.start(job.job_id)
+        assert other.takeover_in(job.job_id) is None  # its own
+        assert 3500 < jobs.takeover_in(job.job_id) <= 3600  # this store's bound (3600 s), less the silence
+        assert impatient.takeover_in(job.job_id) == 0
+        other.update(job.job_id, state=gateway_pb2.JOB_STATE_DONE)
+        assert jobs.takeover_in(job.job_id) is None
+    finally:
+        other.close()
+        impatient.close()
+
+
 def test_a_silent_runner_loses_its_job(settings, jobs):
     job = new_job(jobs)
     assert jobs.start(job.job_id)

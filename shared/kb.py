@@ -109,10 +109,18 @@ class KnowledgeBaseCatalog:
         return config.resolve(self.profiles)
 
     def _check_mode(self, config: KBConfig) -> None:
-        if self.cluster and config.keyword_store.name == EMBEDDED_KEYWORD_STORE:
+        """Cluster mode offers no store that is a file of one process: the indexer and the retrievers run apart."""
+        if not self.cluster:
+            return
+        if config.keyword_store.name == EMBEDDED_KEYWORD_STORE:
             raise InvalidArgument(
                 f"knowledge base {config.name!r}: keyword_store {EMBEDDED_KEYWORD_STORE!r} is the embedded store "
                 "(a file of one process) and is not offered in cluster mode; set keyword_store.name: elasticsearch")
+        if config.vector_store.name == "milvus" and not config.resolve(self.profiles).vector_store.uri:
+            raise InvalidArgument(
+                f"knowledge base {config.name!r}: the vector_store profile {config.vector_store.profile!r} names no "
+                "Milvus server (uri), and a Milvus Lite file is not offered in cluster mode; the operator sets "
+                "the server's uri in that profile")
 
     def get(self, name: str) -> KBConfig:
         """The effective config (operator settings resolved from the profiles).

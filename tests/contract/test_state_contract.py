@@ -84,14 +84,22 @@ def test_catalog_refuses_duplicates_unknown_names_and_bad_names(settings):
     assert not catalog.exists("nope")
 
 
-def test_the_embedded_keyword_store_is_refused_only_in_cluster_mode(settings):
+def test_single_process_stores_are_refused_only_in_cluster_mode(settings):
     catalog = KnowledgeBaseCatalog.for_settings(settings)
+    lite = ES_KB + "vector_store: {profile: lite}\n"  # a profile without a Milvus server: a Milvus Lite file
     if settings.database_url:
         with pytest.raises(InvalidArgument, match="sqlite-fts5.*not offered in cluster mode.*elasticsearch"):
             catalog.create("docs")
+        with pytest.raises(InvalidArgument, match="profile 'lite' names no Milvus server.*Milvus Lite"):
+            catalog.create("docs", config_yaml=lite)
         assert catalog.names() == []
+        catalog.create("docs", config_yaml=ES_KB)
+        with pytest.raises(InvalidArgument, match="sqlite-fts5"):  # a change cannot bring one back either
+            catalog.replace(catalog.tenant_config("docs").model_copy(update={
+                "keyword_store": catalog.tenant_config("docs").keyword_store.model_copy(update={"name": "sqlite-fts5"})}))
     else:
         assert catalog.create("docs").keyword_store.name == "sqlite-fts5"
+        assert catalog.create("lite", config_yaml=lite).vector_store.uri == ""
 
 
 # --- traces -------------------------------------------------------------------------------------------------

@@ -3,10 +3,10 @@
 Keys are kept as SHA-256 hashes (the raw key is shown once, when it is
 created): in a YAML file in embedded mode, re-read when it changes, or in the
 `api_keys` table of the control-plane database in cluster mode, looked up on
-every request so a deleted key stops working at once on every gateway. No keys is open mode: a caller on the
-loopback interface is an anonymous admin on any namespace and document ACLs
-are not applied, which keeps the embedded quickstart open; a caller from any
-other address is refused unless the operator set `RAGKB_OPEN_ACCESS=true`. The
+every request so a deleted key stops working at once on every gateway. No keys
+is open mode: a caller on the loopback interface is an anonymous admin on any
+namespace and document ACLs are not applied, which keeps the embedded quickstart
+open; a caller from any other address is refused unless the operator set `RAGKB_OPEN_ACCESS=true`. The
 first key is created on the server (`ragkb keys create`), never over the API.
 
 The caller of the current request is kept in a context variable, set by the
@@ -19,10 +19,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import json
 import os
 import re
 import secrets
-import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path

@@ -8,8 +8,9 @@ import threading
 
 import pytest
 
-from services.worker.tasks import TaskContext, resume_abandoned
+from services.gateway.metrics import GatewayMetrics
 from services.worker.fairness import LocalGate
+from services.worker.tasks import TaskContext, resume_abandoned
 from shared.config import Settings
 from shared.contracts import gateway_pb2
 from shared.errors import FailedPrecondition, NotFound
@@ -100,6 +101,8 @@ def test_counts_by_state_and_list_limit(jobs):
     jobs.update(jobs.list("kb", "a")[-1].job_id, state=gateway_pb2.JOB_STATE_DONE)
     assert len(jobs.list("kb", limit=2)) == 2
     assert jobs.counts_by_state() == {gateway_pb2.JOB_STATE_QUEUED: 2, gateway_pb2.JOB_STATE_DONE: 1}
+    scraped = GatewayMetrics(jobs=jobs).render().decode()
+    assert 'ragkb_ingest_jobs{state="queued"} 2.0' in scraped and 'ragkb_ingest_jobs{state="done"} 1.0' in scraped
 
 
 def test_start_counts_deliveries_and_keeps_the_first_start_time(jobs):

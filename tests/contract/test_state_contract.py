@@ -94,9 +94,10 @@ def test_single_process_stores_are_refused_only_in_cluster_mode(settings):
             catalog.create("docs", config_yaml=lite)
         assert catalog.names() == []
         catalog.create("docs", config_yaml=ES_KB)
+        stored = catalog.tenant_config("docs")
+        embedded = stored.keyword_store.model_copy(update={"name": "sqlite-fts5"})
         with pytest.raises(InvalidArgument, match="sqlite-fts5"):  # a change cannot bring one back either
-            catalog.replace(catalog.tenant_config("docs").model_copy(update={
-                "keyword_store": catalog.tenant_config("docs").keyword_store.model_copy(update={"name": "sqlite-fts5"})}))
+            catalog.replace(stored.model_copy(update={"keyword_store": embedded}))
     else:
         assert catalog.create("docs").keyword_store.name == "sqlite-fts5"
         assert catalog.create("lite", config_yaml=lite).vector_store.uri == ""

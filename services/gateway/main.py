@@ -69,10 +69,10 @@ def job_queue(settings: Settings, downstream: Downstream, jobs: JobStore) -> Job
 
 def build(settings: Settings, *, grpc_port: int | None = None, http_port: int | None = None) -> GatewayProcess:
     downstream = connect(settings)
-    jobs = JobStore(settings.data_dir)
+    jobs = JobStore.for_settings(settings)
     queue = job_queue(settings, downstream, jobs)
     runtime = runtime_from_settings(settings, retriever=downstream.retriever, reranker=downstream.reranker,
-                                    generator=downstream.generator)
+                                    generator=downstream.generator, jobs=jobs)
     gateway = Gateway(downstream, jobs, queue, runtime=runtime, keys=auth.key_store_for(settings))
     server = ServiceServer("gateway", host=settings.host,
                            port=settings.port_of(settings.gateway_grpc_addr) if grpc_port is None else grpc_port,

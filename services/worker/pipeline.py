@@ -43,14 +43,14 @@ def _run(job_id: str, job: gateway_pb2.IngestJob, *, jobs: JobStore, catalog: Kn
          parser: ParserClient, indexer: IndexerClient, step_timeout_s: float | None) -> gateway_pb2.IngestJob:
     if job.state in FINAL_STATES or not jobs.start(job_id):
         return jobs.get(job_id)
-    upload, metadata_json = jobs.upload_of(job_id)
     step = "parse"
     try:
+        content, metadata_json = jobs.upload_of(job_id)
         kb = catalog.get(job.kb)
         chunker = parser_pb2.ChunkerOptions(**kb.chunker_for(job.filename).model_dump())
         parsed = parser.parse(parser_pb2.ParseRequest(
             kb=job.kb, namespace=job.namespace, doc_id=job.doc_id, filename=job.filename,
-            content=upload.read_bytes(), chunker=chunker, metadata=json.loads(metadata_json),
+            content=content, chunker=chunker, metadata=json.loads(metadata_json),
             tokenizer_model=kb.embedder.model, options=parser_pb2.ParseOptions(**kb.parser.model_dump()),
         ), timeout_s=step_timeout_s)
         for attachment in parsed.attachments:  # e-mail attachments are documents of their own
@@ -68,7 +68,7 @@ def _run(job_id: str, job: gateway_pb2.IngestJob, *, jobs: JobStore, catalog: Kn
         ), step_timeout_s)
         if indexed is not None and jobs.update(job_id, state=gateway_pb2.JOB_STATE_DONE, error="",
                                                 chunks_done=len(parsed.chunks), outcome=indexed.outcome):
-            upload.unlink(missing_ok=True)
+            jobs.discard_upload(job_id)
     except DeadlineExceeded as error:
         # the parser's own per-file limit names itself; only a step deadline of this caller is described here
         jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error) if reason_of(error) else

@@ -183,7 +183,7 @@ def test_failed_requests_are_traced_with_their_stage(tmp_path):
     store = TraceStore(tmp_path / "traces.sqlite")
     with pytest.raises(Unavailable):
         runtime(traces=store, generator=Broken(Unavailable("llm down"))).run(request())
-    (body,) = [store.get(row[0]) for row in store._db.execute("SELECT trace_id FROM traces")]
+    (body,) = [store.get(row[0]) for row in store._db.execute("SELECT trace_id FROM traces").rows]
     assert body["error"] == {"type": "Unavailable", "message": "llm down", "stage": "generation"}
     assert body["counts"]["fused"] == 3
 

@@ -53,6 +53,7 @@ from shared.clients import GeneratorClient, RerankerClient, RetrieverClient
 from shared.config import Settings
 from shared.contracts import chunk_pb2, gateway_pb2, generator_pb2
 from shared.errors import InvalidArgument, RagkbError
+from shared.jobs import JobStore
 from shared.text import detect_language, normalize, text_problem
 
 log = logging.getLogger("ragkb.gateway.runtime")
@@ -283,14 +284,15 @@ def create_runtime(*, retriever: Retriever | RetrieverClient, generator: Generat
 
 
 def runtime_from_settings(settings: Settings, *, retriever: RetrieverClient, reranker: RerankerClient,
-                          generator: GeneratorClient) -> QueryRuntime:
-    """The gateway's runtime: gRPC-backed stages, steps file, trace store, metrics and spans from settings."""
+                          generator: GeneratorClient, jobs: JobStore | None = None) -> QueryRuntime:
+    """The gateway's runtime: gRPC-backed stages, steps file, trace store, metrics (job counts from `jobs`)
+    and spans from settings."""
     data_dir = Path(settings.data_dir)
     return create_runtime(
         retriever=retriever, reranker=reranker, generator=generator,
         steps=StepRegistry(Path(settings.steps_file) if settings.steps_file else data_dir / "steps.yaml"),
-        traces=TraceStore(data_dir / "traces.sqlite", limit=settings.trace_limit),
-        metrics=GatewayMetrics(jobs_db=data_dir / "jobs.sqlite"),
+        traces=TraceStore.for_settings(settings),
+        metrics=GatewayMetrics(jobs=jobs),
         tracer=tracer_for(settings.otel_exporter),
     )
 

@@ -8,7 +8,6 @@ import pytest
 
 from shared.config import Settings
 
-
 MILVUS_SERVER = "http://milvus.example:19530"  # named by the operator's profile; the catalog never connects
 
 

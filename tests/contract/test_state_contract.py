@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from services.gateway.auth import key_store_for
-from services.gateway.trace import TraceStore
+from services.gateway.traces.store import TraceStore
 from services.indexer.registry import INDEXED, INDEXING, DocumentRegistry
 from shared.contracts import chunk_pb2
 from shared.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated

@@ -5,8 +5,9 @@ What it measures
   documents of ../shared/data/docs) is parsed by the parser's domain function
   (`parse_document`, default structure chunker, OCR on for the `scan` group), and its chunks
   are compared with the reference markdown the team wrote for it:
-  - word recall: share of the reference's words (a multiset) found in the chunks' text;
-  - word precision: share of the chunks' words that are in the reference;
+  - word recall: share of the reference's words (a multiset) found in the chunks' text and
+    headings (each distinct heading path counted once);
+  - word precision: share of those words that are in the reference;
   - heading recall: share of the reference's `#` headings found in the chunks' heading paths
     (compared as words, section numbers ignored);
   - tables kept: share of the reference's Markdown tables of which one table chunk (its split
@@ -129,7 +130,7 @@ def load_reference(entry: Entry) -> Reference:
     """Words, `#` headings and Markdown tables of the reference (table separator rows are not words)."""
     text = (REFERENCE_DIR / "reference" / f"{entry.name}.md").read_text(encoding="utf-8")
     headings, tables, table_lines, all_words = [], [], [], Counter()
-    for line in text.splitlines() + [""]:
+    for line in text.split("\n") + [""]:  # not splitlines(): formulas hold U+001C–U+001E
         stripped = line.strip()
         if stripped.startswith("|"):
             if not re.fullmatch(r"\|[\s:|-]*", stripped):
@@ -174,6 +175,8 @@ def score(reference: Reference, chunks: list[chunk_pb2.KnowledgeChunk]) -> Score
     found = Counter()
     for chunk in chunks:
         found.update(words(chunk.raw_content))
+    for title in {tuple(chunk.heading_path) for chunk in chunks if chunk.heading_path}:
+        found.update(words(title[-1]))  # a heading's text lives in its chunks' heading path
     paths = {tuple(heading_words(title)) for chunk in chunks for title in chunk.heading_path}
     tables = output_tables(chunks)
     kept = sum(1 for table in reference.tables

@@ -8,8 +8,8 @@ Order of attempts:
 3. when both yield nothing but the file has a text layer (unstructured skips
    PDFs its heuristics call "too complex", e.g. heavy vector drawings), the
    text layer page by page through pypdf;
-4. no text layer at all: OCR with tesseract (`ocr_only`, the KB's languages)
-   when the knowledge base enables it, otherwise `image_only_without_ocr`.
+4. no text layer at all: OCR (`ocr`: tesseract with orientation detection, the KB's
+   languages) when the knowledge base enables it, otherwise `image_only_without_ocr`.
 `hi_res` is never used: it needs layout models downloaded from a model hub.
 """
 
@@ -105,7 +105,6 @@ def _pypdf_text(data: bytes) -> list[Block]:
 
 
 def _ocr(data: bytes, options: ReadOptions) -> list[Block]:
-    from unstructured.partition.pdf import partition_pdf
+    from services.parser import ocr
 
-    found = partition_pdf(file=io.BytesIO(data), strategy="ocr_only", languages=list(options.ocr_languages))
-    return elements.to_blocks(found, headings="inferred")
+    return ocr.read_pdf(data, options.ocr_languages)

@@ -71,7 +71,9 @@ def html_document(html: str) -> ParsedDocument:
 def read_docx(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
     from unstructured.partition.docx import partition_docx
 
-    found = partition_docx(file=io.BytesIO(data), metadata_filename=filename, languages=["auto"])
+    from services.parser.docx_prepare import prepare
+
+    found = partition_docx(file=io.BytesIO(prepare(data)), metadata_filename=filename, languages=["auto"])
     blocks = elements.to_blocks(found, headings="structured", numbered_headings=True)
     return _paged(filename, blocks, options)
 

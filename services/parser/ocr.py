@@ -68,8 +68,30 @@ def usable_languages(languages: tuple[str, ...]) -> tuple[str, ...]:
 def read_images(images: list, languages: tuple[str, ...]) -> list[Block]:
     """PIL images (one per page) -> paragraph blocks with their page numbers."""
     usable = usable_languages(languages)
-    with ThreadPoolExecutor(max_workers=min(parallel_pages(), max(1, len(images)))) as pool:
-        texts = list(pool.map(lambda image: recognize(image, usable), images))
+    return _blocks(_in_parallel(lambda image: recognize(image, usable), images))
+
+
+def read_pdf(data: bytes, pages: int, languages: tuple[str, ...]) -> list[Block]:
+    """A scanned PDF: each page rendered by poppler when its turn comes (memory holds only the pages being
+    read), then OCR."""
+    from pdf2image import convert_from_bytes
+
+    usable = usable_languages(languages)  # fail before rendering anything
+
+    def page_text(number: int) -> str:
+        [image] = convert_from_bytes(data, dpi=PDF_DPI, first_page=number, last_page=number)
+        return recognize(image, usable)
+
+    return _blocks(_in_parallel(page_text, range(1, pages + 1)))
+
+
+def _in_parallel(read_page, pages) -> list[str]:
+    pages = list(pages)
+    with ThreadPoolExecutor(max_workers=min(parallel_pages(), max(1, len(pages)))) as pool:
+        return list(pool.map(read_page, pages))
+
+
+def _blocks(texts: list[str]) -> list[Block]:
     blocks = []
     for page, text in enumerate(texts, start=1):
         for paragraph in re.split(r"\n\s*\n", text):
@@ -79,20 +101,15 @@ def read_images(images: list, languages: tuple[str, ...]) -> list[Block]:
     return blocks
 
 
-def read_pdf(data: bytes, languages: tuple[str, ...]) -> list[Block]:
-    """A scanned PDF: each page rendered by poppler, then OCR."""
-    from pdf2image import convert_from_bytes
-
-    usable_languages(languages)  # fail before rendering anything
-    return read_images(convert_from_bytes(data, dpi=PDF_DPI, thread_count=parallel_pages()), languages)
-
-
 def image_pages(filename: str, data: bytes, max_pages: int) -> list:
     """The frames of an image file (a TIFF may hold many pages), checked against the size and page limits."""
     from PIL import Image, ImageSequence, UnidentifiedImageError
 
     try:
         image = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError:
+        raise errors.ParseError(errors.TOO_LARGE, f"{filename!r} declares more pixels than the limit of "
+                                                  f"{MAX_PIXELS} a page (a decompression bomb)") from None
     except (UnidentifiedImageError, OSError) as error:
         raise errors.ParseError(errors.CORRUPT, f"{filename!r} is not a readable image: {error}") from None
     frames = getattr(image, "n_frames", 1)

@@ -39,7 +39,7 @@ def read(filename: str, data: bytes, options: ReadOptions) -> tuple[list[Block],
             raise errors.ParseError(errors.IMAGE_ONLY,
                                     f"{filename!r} has no text layer (scanned or image-only PDF) and OCR is off "
                                     "for this knowledge base; enable parser.ocr to read it")
-        blocks = _ocr(data, options)
+        blocks = _ocr(data, pages, options)
     return blocks, pages
 
 
@@ -104,7 +104,7 @@ def _pypdf_text(data: bytes) -> list[Block]:
     return blocks
 
 
-def _ocr(data: bytes, options: ReadOptions) -> list[Block]:
+def _ocr(data: bytes, pages: int, options: ReadOptions) -> list[Block]:
     from services.parser import ocr
 
-    return ocr.read_pdf(data, options.ocr_languages)
+    return ocr.read_pdf(data, pages, options.ocr_languages)

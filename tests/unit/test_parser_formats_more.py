@@ -163,3 +163,24 @@ def test_encrypted_legacy_office_file_is_refused_as_password_protected():
     with pytest.raises(InvalidArgument, match="password-protected") as caught:
         parse("budget.xls", data)
     assert errors.reason_of(caught.value) == errors.PASSWORD_PROTECTED
+
+
+def _png_declaring(width: int, height: int) -> bytes:
+    """A tiny PNG whose header claims width x height pixels (its data is never inflated)."""
+    import struct
+    import zlib
+
+    buffer = io.BytesIO()
+    Image.new("L", (1, 1)).save(buffer, format="PNG")
+    data = bytearray(buffer.getvalue())
+    header = b"IHDR" + struct.pack(">II", width, height) + bytes(data[24:29])
+    data[12:29] = header
+    data[29:33] = struct.pack(">I", zlib.crc32(header))
+    return bytes(data)
+
+
+@pytest.mark.parametrize("width, height", [(12_000, 12_000), (30_000, 30_000)])
+def test_image_declaring_too_many_pixels_is_refused_before_decoding(width, height):
+    with pytest.raises(InvalidArgument, match="pixels") as caught:
+        parse("bomb.png", _png_declaring(width, height), OCR)
+    assert errors.reason_of(caught.value) == errors.TOO_LARGE

@@ -71,9 +71,9 @@ def read_images(images: list, languages: tuple[str, ...]) -> list[Block]:
     return _blocks(_in_parallel(lambda image: recognize(image, usable), images))
 
 
-def read_pdf(data: bytes, pages: int, languages: tuple[str, ...]) -> list[Block]:
-    """A scanned PDF: each page rendered by poppler when its turn comes (memory holds only the pages being
-    read), then OCR."""
+def read_pdf(data: bytes, pages: list[int], languages: tuple[str, ...]) -> list[Block]:
+    """Pages of a scanned PDF (numbers from 1): each rendered by poppler when its turn comes (memory holds
+    only the pages being read), then OCR."""
     from pdf2image import convert_from_bytes
 
     usable = usable_languages(languages)  # fail before rendering anything
@@ -82,7 +82,7 @@ def read_pdf(data: bytes, pages: int, languages: tuple[str, ...]) -> list[Block]
         [image] = convert_from_bytes(data, dpi=PDF_DPI, first_page=number, last_page=number)
         return recognize(image, usable)
 
-    return _blocks(_in_parallel(page_text, range(1, pages + 1)))
+    return _blocks(_in_parallel(page_text, pages), pages)
 
 
 def _in_parallel(read_page, pages) -> list[str]:
@@ -91,9 +91,9 @@ def _in_parallel(read_page, pages) -> list[str]:
         return list(pool.map(read_page, pages))
 
 
-def _blocks(texts: list[str]) -> list[Block]:
+def _blocks(texts: list[str], page_numbers: list[int] | None = None) -> list[Block]:
     blocks = []
-    for page, text in enumerate(texts, start=1):
+    for page, text in zip(page_numbers or range(1, len(texts) + 1), texts):
         for paragraph in re.split(r"\n\s*\n", text):
             paragraph = _CJK_GAP.sub("", "\n".join(line.strip() for line in paragraph.splitlines() if line.strip()))
             if paragraph:

@@ -2,7 +2,9 @@
 
 Order of attempts:
 1. the text layer's layout (`pdf_layout`: pdfplumber words, fonts and rules ->
-   tables, headings from font statistics and the outline, columns, no chrome);
+   tables, headings from font statistics and the outline, columns, no chrome); with
+   OCR on, pages that are one big image and no text (scans inside the PDF) are OCR'd
+   and take their place by page number;
 2. when that fails on a damaged file, unstructured `fast` (pdfminer, with its own
    structure repair);
 3. when both yield nothing but the file has a text layer (unstructured skips
@@ -29,7 +31,10 @@ _EXTRACT_PERMISSION = 1 << 4  # PDF permission bit 5: copy or extract text and g
 
 def read(filename: str, data: bytes, options: ReadOptions) -> tuple[list[Block], int]:
     pages, outline = open_checked(filename, data, options)
-    blocks = _layout(data, outline)
+    scanned: list[int] = []
+    blocks = _layout(data, outline, scanned)
+    if blocks and scanned and options.ocr:  # scanned pages inside a born-digital PDF
+        blocks = sorted(blocks + _ocr(data, pages, options, only=scanned), key=lambda b: b.page)
     if not blocks:
         blocks = _text_layer(data)
     if not blocks:
@@ -72,9 +77,9 @@ def open_checked(filename: str, data: bytes, options: ReadOptions) -> tuple[int,
     return pages, outline
 
 
-def _layout(data: bytes, outline: dict[str, int]) -> list[Block]:
+def _layout(data: bytes, outline: dict[str, int], scanned: list[int]) -> list[Block]:
     try:
-        return pdf_layout.read(data, outline)
+        return pdf_layout.read(data, outline, scanned)
     except Exception as error:  # pdfminer's structure repair in unstructured may still read it
         log.info("pdf layout reading failed (%s: %s); trying unstructured", type(error).__name__, str(error)[:200])
         return []
@@ -104,7 +109,7 @@ def _pypdf_text(data: bytes) -> list[Block]:
     return blocks
 
 
-def _ocr(data: bytes, pages: int, options: ReadOptions) -> list[Block]:
+def _ocr(data: bytes, pages: int, options: ReadOptions, only: list[int] | None = None) -> list[Block]:
     from services.parser import ocr
 
-    return ocr.read_pdf(data, pages, options.ocr_languages)
+    return ocr.read_pdf(data, only or list(range(1, pages + 1)), options.ocr_languages)

@@ -81,14 +81,17 @@ class PageContent:
     tables: list[tuple[float, str]] = field(default_factory=list)  # (top, markdown)
 
 
-def read(data: bytes, outline_titles: dict[str, int] | None = None) -> list[Block]:
-    """Blocks of the whole document; [] when the text layer holds no words."""
+def read(data: bytes, outline_titles: dict[str, int] | None = None, scanned: list[int] | None = None) -> list[Block]:
+    """Blocks of the whole document; [] when the text layer holds no words. The numbers of pages without
+    words whose image covers most of the page (scans inside a born-digital PDF) go to `scanned`."""
     import pdfplumber
 
     pages: list[PageContent] = []
     with pdfplumber.open(io.BytesIO(data)) as pdf:
         for number, page in enumerate(pdf.pages, start=1):
             pages.append(_read_page(page, number))
+            if scanned is not None and not pages[-1].lines and not pages[-1].tables and _mostly_image(page):
+                scanned.append(number)
             page.flush_cache()
     sizes = Counter()
     for content in pages:
@@ -98,6 +101,11 @@ def read(data: bytes, outline_titles: dict[str, int] | None = None) -> list[Bloc
         return [] if not any(c.tables for c in pages) else _only_tables(pages)
     body = sizes.most_common(1)[0][0]
     return _blocks(pages, body, outline_titles or {})
+
+
+def _mostly_image(page) -> bool:
+    area = page.width * page.height
+    return any((i["x1"] - i["x0"]) * (i["bottom"] - i["top"]) >= 0.5 * area for i in page.images)
 
 
 def normalize(text: str) -> str:

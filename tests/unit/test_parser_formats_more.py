@@ -184,3 +184,22 @@ def test_image_declaring_too_many_pixels_is_refused_before_decoding(width, heigh
     with pytest.raises(InvalidArgument, match="pixels") as caught:
         parse("bomb.png", _png_declaring(width, height), OCR)
     assert errors.reason_of(caught.value) == errors.TOO_LARGE
+
+
+def test_scanned_page_inside_a_born_digital_pdf_is_read_with_ocr_in_page_order():
+    import pypdf
+
+    scan = io.BytesIO()
+    Image.open(FILES / "phototest.tif").convert("RGB").save(scan, format="PDF", resolution=100)
+    writer = pypdf.PdfWriter()
+    writer.append(pypdf.PdfReader(FILES / "fake-memo.pdf"))
+    writer.append(pypdf.PdfReader(io.BytesIO(scan.getvalue())))
+    mixed = io.BytesIO()
+    writer.write(mixed)
+    blocks = formats.read("mixed.pdf", mixed.getvalue(), formats.ReadOptions(ocr=True)).blocks
+    pages = [b.page for b in blocks]
+    assert pages == sorted(pages) and pages[0] == 1 and pages[-1] == 2
+    text = " ".join(" ".join(b.text for b in blocks).split())
+    assert "20,000 bottles of water" in text and "The quick brown dog jumped over the lazy fox." in text
+    without_ocr = formats.read("mixed.pdf", mixed.getvalue()).blocks
+    assert {b.page for b in without_ocr} == {1}

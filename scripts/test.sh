@@ -7,9 +7,15 @@ python -m pip install --quiet -e ".[dev]"
 # PDF parsing imports unstructured-inference; its declared deps (timm, torchvision, GUI opencv) are not needed
 python -c "import unstructured_inference" 2>/dev/null \
     || python -m pip install --quiet --no-deps "unstructured-inference==1.6.14"
-# parser: PDF rasterising (poppler) and OCR (tesseract with Simplified Chinese + English), libmagic for type sniffing
-{ command -v pdftoppm && tesseract --list-langs 2>/dev/null | grep -q chi_sim && ldconfig -p | grep -q libmagic.so.1; } \
-    >/dev/null || { apt-get update -qq && apt-get install -y -qq poppler-utils tesseract-ocr tesseract-ocr-chi-sim libmagic1; }
+# parser: PDF rasterising (poppler) and OCR (tesseract with Simplified Chinese + English, and its orientation and
+# script detection data), libmagic for type sniffing
+{ command -v pdftoppm && tesseract --list-langs 2>/dev/null | grep -q chi_sim \
+    && tesseract --list-langs 2>/dev/null | grep -qx osd && ldconfig -p | grep -q libmagic.so.1; } >/dev/null \
+    || { apt-get update -qq && apt-get install -y -qq poppler-utils tesseract-ocr tesseract-ocr-chi-sim \
+         tesseract-ocr-osd libmagic1; }
+# parser: legacy .doc/.xls/.ppt are converted by headless LibreOffice (the GUI-less packages are enough)
+command -v soffice >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+    libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui; }
 # ingestion tests start their own Redis (broker of the Celery workers)
 command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
 # control-plane contract tests run a real PostgreSQL 15 server (started by the tests as the `postgres` user)

@@ -97,7 +97,8 @@ def flatten_deep_nesting(html: str, max_depth: int = MAX_WRAPPER_DEPTH) -> str:
 
 
 def clean_html(html: str) -> tuple[str, str]:
-    """Strip scripts, styles, navigation and other chrome; images become their alt text or link.
+    """Strip scripts, styles, navigation and other chrome; images become their alt text or link; a <figure>
+    keeps its content and caption.
 
     Returns (cleaned html, the <title> text).
     """
@@ -119,6 +120,8 @@ def clean_html(html: str) -> tuple[str, str]:
     for element in doomed:
         if element.getparent() is not None:
             element.drop_tree()
+    for figure in root.xpath("//figure | //figcaption"):  # unstructured skips both; their content is text
+        figure.tag = "div" if figure.tag == "figure" else "p"
     for image in root.xpath("//img"):
         text = _image_text(image)
         if text:

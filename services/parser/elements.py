@@ -131,6 +131,11 @@ def html_table_to_markdown(html: str) -> str:
         cells = [" ".join(cell.text_content().split()).replace("|", "/") for cell in row if cell.tag in ("td", "th")]
         if any(cells):
             rows.append(cells)
+    return markdown_table(rows)
+
+
+def markdown_table(rows: list[list[str]]) -> str:
+    """Rows of cell texts -> a Markdown table whose first row is the header; '' for no rows."""
     if not rows:
         return ""
     width = max(len(r) for r in rows)

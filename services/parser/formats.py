@@ -25,23 +25,37 @@ DOCX = "docx"
 PPTX = "pptx"
 XLSX = "xlsx"
 EML = "eml"
+CSV = "csv"
+IMAGE = "image"
+DOC = "doc"
+PPT = "ppt"
+XLS = "xls"
+MSG = "msg"
 EXTENSIONS = {".md": MARKDOWN, ".markdown": MARKDOWN, ".txt": TEXT, ".text": TEXT, ".html": HTML, ".htm": HTML,
-              ".pdf": PDF, ".docx": DOCX, ".pptx": PPTX, ".xlsx": XLSX, ".eml": EML}
+              ".pdf": PDF, ".docx": DOCX, ".pptx": PPTX, ".xlsx": XLSX, ".xlsm": XLSX, ".eml": EML,
+              ".csv": CSV, ".tsv": CSV, ".doc": DOC, ".ppt": PPT, ".xls": XLS, ".msg": MSG,
+              ".png": IMAGE, ".jpg": IMAGE, ".jpeg": IMAGE, ".tif": IMAGE, ".tiff": IMAGE, ".bmp": IMAGE,
+              ".gif": IMAGE, ".webp": IMAGE}
 MIME_TYPES = {
     MARKDOWN: "text/markdown", TEXT: "text/plain", HTML: "text/html", PDF: "application/pdf",
     DOCX: "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     PPTX: "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     XLSX: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    EML: "message/rfc822",
+    EML: "message/rfc822", CSV: "text/csv", DOC: "application/msword", PPT: "application/vnd.ms-powerpoint",
+    XLS: "application/vnd.ms-excel", MSG: "application/vnd.ms-outlook", IMAGE: "image/png",
 }
+# types named by the extension rather than the parser's type
+_EXTENSION_MIME_TYPES = {".tsv": "text/tab-separated-values", ".xlsm": "application/vnd.ms-excel.sheet.macroEnabled.12",
+                         ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff", ".tiff": "image/tiff",
+                         ".bmp": "image/bmp", ".gif": "image/gif", ".webp": "image/webp"}
 # Office files are zip containers; an encrypted one is an OLE compound file instead.
-_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _HTML_START = re.compile(rb"<(?:!doctype\s+html|html[\s>])", re.IGNORECASE)
 # what other files start with: named as text, they are refused instead of indexed as gibberish
 _BINARY_MAGIC = {b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image", b"GIF8": "a GIF image",
                  b"\x1f\x8b": "gzip data", b"PK\x03\x04": "a zip archive", b"7z\xbc\xaf": "a 7-Zip archive",
                  b"Rar!": "a RAR archive", b"\x7fELF": "an executable",
-                 _OLE_MAGIC: "an OLE compound file (legacy or encrypted Office)"}
+                 OLE_MAGIC: "an OLE compound file (legacy or encrypted Office)"}
 
 
 @dataclass
@@ -83,6 +97,10 @@ class ReadOptions:
     max_memory_mb: int = 2048  # enforced by the parse worker process (isolation.py), not in process
 
 
+def mime_type(doc_type: str, filename: str) -> str:
+    return _EXTENSION_MIME_TYPES.get(PurePosixPath(filename.lower()).suffix, MIME_TYPES[doc_type])
+
+
 def detect_type(filename: str) -> str:
     suffix = PurePosixPath(filename.lower()).suffix
     if suffix not in EXTENSIONS:
@@ -107,7 +125,7 @@ def sniff_type(filename: str, data: bytes) -> str:
     kind = containers.office_kind(data)
     if kind:
         return kind
-    if claimed in (TEXT, MARKDOWN, HTML, EML):
+    if claimed in (TEXT, MARKDOWN, HTML, EML, CSV):
         found = next((name for magic, name in _BINARY_MAGIC.items() if head.startswith(magic)), "")
         if found:
             raise errors.ParseError(errors.TYPE_MISMATCH,
@@ -121,7 +139,7 @@ def check_container(filename: str, doc_type: str, data: bytes, options: ReadOpti
     """Refuse Office files that are encrypted, not the zip container they claim to be, or zip bombs."""
     if doc_type not in (DOCX, PPTX, XLSX):
         return
-    if data.startswith(_OLE_MAGIC):
+    if data.startswith(OLE_MAGIC):
         raise errors.ParseError(errors.PASSWORD_PROTECTED,
                                 f"{filename!r} is password-protected (an encrypted {doc_type.upper()}); "
                                 "remove the password and upload it again")

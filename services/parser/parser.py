@@ -103,7 +103,7 @@ def _budget(config: ChunkerConfig, tokenizer_model: str) -> chunking.Budget:
 
 def _chunk(document: ParsedDocument, *, kb: str, namespace: str, filename: str, data: bytes, doc_id: str,
            config: ChunkerConfig, metadata: dict[str, str], budget: chunking.Budget) -> ParseResult:
-    source = chunk_pb2.SourceInfo(uri=filename, mime_type=formats.MIME_TYPES[document.doc_type], title=document.title,
+    source = chunk_pb2.SourceInfo(uri=filename, mime_type=formats.mime_type(document.doc_type, filename), title=document.title,
                                   updated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     if config.name == "fixed":
         pieces = chunking.fixed_pieces(document.blocks, config, budget)

@@ -1,12 +1,17 @@
 """PDF: checks before parsing (encryption, copy protection, damage, page limit), then the text layer or OCR.
 
 Order of attempts:
-1. unstructured `fast` (pdfminer text layer, with its own structure repair);
-2. when that yields nothing but the file has a text layer (unstructured skips
+1. the text layer's layout (`pdf_layout`: pdfplumber words, fonts and rules ->
+   tables, headings from font statistics and the outline, columns, no chrome); with
+   OCR on, pages that are one big image and no text (scans inside the PDF) are OCR'd
+   and take their place by page number;
+2. when that fails on a damaged file, unstructured `fast` (pdfminer, with its own
+   structure repair);
+3. when both yield nothing but the file has a text layer (unstructured skips
    PDFs its heuristics call "too complex", e.g. heavy vector drawings), the
    text layer page by page through pypdf;
-3. no text layer at all: OCR with tesseract (`ocr_only`, the KB's languages)
-   when the knowledge base enables it, otherwise `image_only_without_ocr`.
+4. no text layer at all: OCR (`ocr`: tesseract with orientation detection, the KB's
+   languages) when the knowledge base enables it, otherwise `image_only_without_ocr`.
 `hi_res` is never used: it needs layout models downloaded from a model hub.
 """
 
@@ -16,7 +21,7 @@ import io
 import logging
 import re
 
-from services.parser import elements, errors
+from services.parser import elements, errors, pdf_layout
 from services.parser.formats import Block, ReadOptions
 
 log = logging.getLogger("ragkb.parser")
@@ -25,8 +30,13 @@ _EXTRACT_PERMISSION = 1 << 4  # PDF permission bit 5: copy or extract text and g
 
 
 def read(filename: str, data: bytes, options: ReadOptions) -> tuple[list[Block], int]:
-    pages = open_checked(filename, data, options)
-    blocks = _text_layer(data)
+    pages, outline = open_checked(filename, data, options)
+    scanned: list[int] = []
+    blocks = _layout(data, outline, scanned)
+    if blocks and scanned and options.ocr:  # scanned pages inside a born-digital PDF
+        blocks = sorted(blocks + _ocr(data, pages, options, only=scanned), key=lambda b: b.page)
+    if not blocks:
+        blocks = _text_layer(data)
     if not blocks:
         blocks = _pypdf_text(data)
     if not blocks:
@@ -34,12 +44,12 @@ def read(filename: str, data: bytes, options: ReadOptions) -> tuple[list[Block],
             raise errors.ParseError(errors.IMAGE_ONLY,
                                     f"{filename!r} has no text layer (scanned or image-only PDF) and OCR is off "
                                     "for this knowledge base; enable parser.ocr to read it")
-        blocks = _ocr(data, options)
+        blocks = _ocr(data, pages, options)
     return blocks, pages
 
 
-def open_checked(filename: str, data: bytes, options: ReadOptions) -> int:
-    """The page count, after refusing encrypted, copy-protected, damaged or too long PDFs."""
+def open_checked(filename: str, data: bytes, options: ReadOptions) -> tuple[int, dict[str, int]]:
+    """The page count and outline titles, after refusing encrypted, copy-protected, damaged or too long PDFs."""
     import pypdf
 
     try:
@@ -53,6 +63,7 @@ def open_checked(filename: str, data: bytes, options: ReadOptions) -> int:
                                         f"{filename!r} is copy-protected: its owner does not permit text extraction "
                                         "(set parser.allow_copy_protected if you hold the rights)")
         pages = len(reader.pages)
+        outline = pdf_layout.outline_levels(reader)
     except errors.ParseError:
         raise
     except Exception as error:
@@ -63,7 +74,15 @@ def open_checked(filename: str, data: bytes, options: ReadOptions) -> int:
     if pages > options.max_pages:
         raise errors.ParseError(errors.TOO_MANY_PAGES,
                                 f"{filename!r} has {pages} pages; this knowledge base allows {options.max_pages}")
-    return pages
+    return pages, outline
+
+
+def _layout(data: bytes, outline: dict[str, int], scanned: list[int]) -> list[Block]:
+    try:
+        return pdf_layout.read(data, outline, scanned)
+    except Exception as error:  # pdfminer's structure repair in unstructured may still read it
+        log.info("pdf layout reading failed (%s: %s); trying unstructured", type(error).__name__, str(error)[:200])
+        return []
 
 
 def _text_layer(data: bytes) -> list[Block]:
@@ -90,8 +109,7 @@ def _pypdf_text(data: bytes) -> list[Block]:
     return blocks
 
 
-def _ocr(data: bytes, options: ReadOptions) -> list[Block]:
-    from unstructured.partition.pdf import partition_pdf
+def _ocr(data: bytes, pages: int, options: ReadOptions, only: list[int] | None = None) -> list[Block]:
+    from services.parser import ocr
 
-    found = partition_pdf(file=io.BytesIO(data), strategy="ocr_only", languages=list(options.ocr_languages))
-    return elements.to_blocks(found, headings="inferred")
+    return ocr.read_pdf(data, only or list(range(1, pages + 1)), options.ocr_languages)

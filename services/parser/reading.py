@@ -71,7 +71,9 @@ def html_document(html: str) -> ParsedDocument:
 def read_docx(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
     from unstructured.partition.docx import partition_docx
 
-    found = partition_docx(file=io.BytesIO(data), metadata_filename=filename, languages=["auto"])
+    from services.parser.docx_prepare import prepare
+
+    found = partition_docx(file=io.BytesIO(prepare(data)), metadata_filename=filename, languages=["auto"])
     blocks = elements.to_blocks(found, headings="structured", numbered_headings=True)
     return _paged(filename, blocks, options)
 
@@ -134,6 +136,61 @@ def read_eml(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument
     return mail.read(filename, data)
 
 
+def read_msg(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    from services.parser import mail
+
+    return mail.read_msg(filename, data)
+
+
+def read_image(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    """A photo or scan (PNG, JPEG, TIFF with its pages, …) is read with OCR, or refused when OCR is off."""
+    from services.parser import ocr
+
+    pages = ocr.image_pages(filename, data, options.max_pages)
+    if not options.ocr:
+        raise errors.ParseError(errors.IMAGE_ONLY, f"{filename!r} is an image and OCR is off for this knowledge "
+                                                   "base; enable parser.ocr to read it")
+    return ParsedDocument(blocks=ocr.read_images(pages, options.ocr_languages), page_count=len(pages))
+
+
+def read_csv(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    """CSV/TSV: one table whose first row is the header; a leading row with a single filled cell is its caption."""
+    import csv
+
+    text, encoding = formats.decode_text_file(filename, formats.CSV, data)
+    if filename.lower().endswith(".tsv"):
+        delimiter = "\t"
+    else:
+        try:
+            delimiter = csv.Sniffer().sniff(text[:8192], delimiters=",;\t|").delimiter
+        except csv.Error:  # one column, or too irregular to tell: commas
+            delimiter = ","
+    rows = [[" ".join(cell.split()).replace("|", "/") for cell in row]
+            for row in csv.reader(io.StringIO(text), delimiter=delimiter)]
+    rows = [row for row in rows if any(row)]
+    cells = sum(len(row) for row in rows)
+    if cells > options.max_elements:
+        raise errors.ParseError(errors.TOO_MANY_ELEMENTS, f"{filename!r} has {cells} cells; the limit is "
+                                                          f"{options.max_elements} elements")
+    blocks: list[Block] = []
+    while rows and sum(1 for cell in rows[0] if cell) == 1 and len(rows) > 1:
+        blocks.append(Block(kind="paragraph", text=next(cell for cell in rows.pop(0) if cell)))
+    if rows:
+        blocks.append(Block(kind="table", text=elements.markdown_table(rows)))
+    return ParsedDocument(blocks=blocks, encoding=encoding)
+
+
+def read_legacy_office(filename: str, data: bytes, options: ReadOptions) -> ParsedDocument:
+    """.doc / .xls / .ppt: converted by LibreOffice, then read (and limited) as the OOXML file it becomes."""
+    from services.parser import legacy
+
+    doc_type = formats.sniff_type(filename, data)
+    converted = legacy.convert(filename, doc_type, data)
+    target = legacy.TARGETS[doc_type]
+    formats.check_container(filename, target, converted, options)
+    return _READERS[target](filename, converted, options)
+
+
 def _paged(filename: str, blocks: list[Block], options: ReadOptions) -> ParsedDocument:
     """A document of printed pages (PDF, DOCX, PPTX): page numbers and running headers/footers are chrome."""
     pages = max((b.page for b in blocks), default=0)
@@ -153,8 +210,13 @@ _PARTITIONERS = {
     formats.PPTX: ("unstructured.partition.pptx",), formats.XLSX: ("unstructured.partition.xlsx",),
     formats.PDF: ("unstructured.partition.pdf",),
     formats.EML: ("unstructured.partition.text", "unstructured.partition.html"),
+    formats.MSG: ("extract_msg", "unstructured.partition.text", "unstructured.partition.html"),
+    formats.IMAGE: ("PIL.Image",), formats.DOC: ("unstructured.partition.docx",),
+    formats.XLS: ("unstructured.partition.xlsx",), formats.PPT: ("unstructured.partition.pptx",),
 }
 _READERS = {
     formats.TEXT: read_text, formats.HTML: read_html, formats.MARKDOWN: read_markdown, formats.DOCX: read_docx,
     formats.PPTX: read_pptx, formats.XLSX: read_xlsx, formats.PDF: read_pdf, formats.EML: read_eml,
+    formats.MSG: read_msg, formats.IMAGE: read_image, formats.CSV: read_csv, formats.DOC: read_legacy_office,
+    formats.XLS: read_legacy_office, formats.PPT: read_legacy_office,
 }

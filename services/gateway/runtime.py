@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from opentelemetry import trace as otel
@@ -28,6 +30,7 @@ from services.gateway.steps import StepRegistry
 from services.gateway.steps_query import StepPreprocessor
 from services.gateway.trace import TraceStore, candidate_list, dropped_list, message_dicts, now, stage_entries
 from services.gateway.trace_spans import tracer_for
+from shared import kb_settings
 from shared.clients import GeneratorClient, RerankerClient, RetrieverClient
 from shared.config import Settings
 from shared.contracts import chunk_pb2, gateway_pb2, generator_pb2
@@ -78,7 +81,10 @@ class QueryRuntime:
     def __init__(self, *, retriever: Retriever, generator: Generator, preprocessor: QueryPreprocessor | None = None,
                  postprocessor: PostProcessor | None = None, steps: StepRegistry | None = None,
                  traces: TraceStore | None = None, metrics: GatewayMetrics | None = None,
-                 tracer: otel.Tracer | None = None):
+                 tracer: otel.Tracer | None = None,
+                 knowledge_bases: Callable[[str], chunk_pb2.KnowledgeBaseSettings] | None = None):
+        """`knowledge_bases` resolves a KB's settings (shared/kb_settings.py), once per query, for the inner
+        services; None = the stages need none (stages that are not other services)."""
         for name, stage, method in (("retriever", retriever, "retrieve"), ("generator", generator, "generate"),
                                     ("preprocessor", preprocessor, "preprocess"),
                                     ("postprocessor", postprocessor, "postprocess")):
@@ -92,6 +98,7 @@ class QueryRuntime:
         self.traces = traces
         self.metrics = metrics
         self._tracer = tracer or otel.NoOpTracer()
+        self.knowledge_bases = knowledge_bases
 
     def close(self) -> None:
         for part in (self.preprocessor, self.retriever, self.postprocessor, self.generator, self.traces):
@@ -111,7 +118,8 @@ class QueryRuntime:
             span.set_attribute("ragkb.kb", request.kb)
             span.set_attribute("ragkb.trace_id", result.trace_id)
             try:
-                self._run(request, principal, context, result, lists)
+                with self._kb_settings(request.kb):
+                    self._run(request, principal, context, result, lists)
             except RagkbError as failure:
                 error = failure
                 span.set_status(otel.Status(otel.StatusCode.ERROR, str(failure)))
@@ -120,6 +128,11 @@ class QueryRuntime:
                 total_ms = elapsed_ms(started)
                 self._record(request, principal, context, result, lists, error, total_ms)
         return result
+
+    def _kb_settings(self, kb: str):
+        if self.knowledge_bases is None:
+            return nullcontext()
+        return kb_settings.resolving(kb, partial(self.knowledge_bases, kb))
 
     def _run(self, request, principal, context: QueryContext, result: RuntimeResult, lists: dict) -> None:
         with self._stage(result, PRE_RETRIEVAL) as meta:
@@ -241,7 +254,8 @@ def create_runtime(*, retriever: Retriever | RetrieverClient, generator: Generat
                    reranker: RerankerClient | None = None, preprocessor: QueryPreprocessor | None = None,
                    postprocessor: PostProcessor | None = None, steps: StepRegistry | None = None,
                    traces: TraceStore | None = None, metrics: GatewayMetrics | None = None,
-                   tracer: otel.Tracer | None = None) -> QueryRuntime:
+                   tracer: otel.Tracer | None = None,
+                   knowledge_bases: Callable[[str], chunk_pb2.KnowledgeBaseSettings] | None = None) -> QueryRuntime:
     """Build a runtime from stages or service clients.
 
     Clients are wrapped in the gRPC-backed stages; with both a retriever and a
@@ -258,11 +272,13 @@ def create_runtime(*, retriever: Retriever | RetrieverClient, generator: Generat
     if postprocessor is None and reranker is not None:
         postprocessor = GrpcPostProcessor(reranker)
     return QueryRuntime(retriever=retriever, generator=generator, preprocessor=preprocessor,
-                        postprocessor=postprocessor, steps=steps, traces=traces, metrics=metrics, tracer=tracer)
+                        postprocessor=postprocessor, steps=steps, traces=traces, metrics=metrics, tracer=tracer,
+                        knowledge_bases=knowledge_bases)
 
 
 def runtime_from_settings(settings: Settings, *, retriever: RetrieverClient, reranker: RerankerClient,
-                          generator: GeneratorClient) -> QueryRuntime:
+                          generator: GeneratorClient,
+                          knowledge_bases: Callable[[str], chunk_pb2.KnowledgeBaseSettings] | None = None) -> QueryRuntime:
     """The gateway's runtime: gRPC-backed stages, steps file, trace store, metrics and spans from settings."""
     data_dir = Path(settings.data_dir)
     return create_runtime(
@@ -270,7 +286,7 @@ def runtime_from_settings(settings: Settings, *, retriever: RetrieverClient, rer
         steps=StepRegistry(Path(settings.steps_file) if settings.steps_file else data_dir / "steps.yaml"),
         traces=TraceStore(data_dir / "traces.sqlite", limit=settings.trace_limit),
         metrics=GatewayMetrics(jobs_db=data_dir / "jobs.sqlite"),
-        tracer=tracer_for(settings.otel_exporter),
+        tracer=tracer_for(settings.otel_exporter), knowledge_bases=knowledge_bases,
     )
 
 

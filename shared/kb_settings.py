@@ -26,7 +26,7 @@ from shared.config import OPERATOR_FIELDS, OPERATOR_RECORDS, KBConfig
 from shared.contracts import chunk_pb2
 from shared.errors import InvalidArgument
 from shared.kb import KnowledgeBaseCatalog
-from shared.profiles import LiveProfiles
+from shared.profiles import LiveProfiles, OperatorProfiles
 
 _STORES = ("embedder", "keyword_store", "vector_store")
 # The config sections each callee reads. The reranker holds the store sections to pass them on to the
@@ -39,11 +39,11 @@ SLICES: dict[str, tuple[str, ...]] = {
     "generator": ("embedder", "reranker", "generator"),
     "worker": ("chunker", "chunker_rules", "parser", *_STORES),
 }
-# No service needs the operator tools' records (a server path, measurements): they never travel.
+# Operator values (defaults in a tenant view anyway) and the operator tools' records (a server path,
+# measurements) never travel: no inner service takes them from a request.
 _NEVER_SENT = {section: (*OPERATOR_FIELDS.get(section, ()), *OPERATOR_RECORDS.get(section, ()))
                for section in {*OPERATOR_FIELDS, *OPERATOR_RECORDS}}
 KB_FIELD = "kb"
-
 
 
 class _Once:
@@ -55,6 +55,11 @@ class _Once:
         self._resolve = resolve
         self._settings: chunk_pb2.KnowledgeBaseSettings | None = None
         self._lock = threading.Lock()
+
+    @property
+    def version(self) -> str:
+        """The config version the request used; empty while no inner call needed it."""
+        return self._settings.version if self._settings is not None else ""
 
     def get(self) -> chunk_pb2.KnowledgeBaseSettings:
         with self._lock:
@@ -95,11 +100,12 @@ def _slice(kb: str, version: str, data: dict, sections: tuple[str, ...] | None) 
 
 
 @contextlib.contextmanager
-def resolving(kb: str, resolve: Callable[[], chunk_pb2.KnowledgeBaseSettings]) -> Iterator[None]:
+def resolving(kb: str, resolve: Callable[[], chunk_pb2.KnowledgeBaseSettings]) -> Iterator[_Once]:
     """Inner calls about `kb` made inside the block carry the settings `resolve` returns (called at most once)."""
-    token = _current.set(_Once(kb, resolve))
+    pending = _Once(kb, resolve)
+    token = _current.set(pending)
     try:
-        yield
+        yield pending
     finally:
         _current.reset(token)
 
@@ -148,7 +154,7 @@ class SettingsResolver:
 
     def __init__(self, profiles: LiveProfiles):
         self._profiles = profiles
-        self._cache: OrderedDict[tuple, KBConfig] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str], tuple[OperatorProfiles, KBConfig]] = OrderedDict()
         self._lock = threading.Lock()
 
     def config(self, request) -> KBConfig:
@@ -162,14 +168,16 @@ class SettingsResolver:
 
     def resolve(self, settings: chunk_pb2.KnowledgeBaseSettings) -> KBConfig:
         profiles = self._profiles.current()
-        key = (settings.kb, settings.sections_json, id(profiles))
+        key = (settings.kb, settings.sections_json)
         with self._lock:
-            if key in self._cache:
+            cached = self._cache.get(key)
+            if cached is not None and cached[0] is profiles:  # resolved with the profiles in force now
                 self._cache.move_to_end(key)
-                return self._cache[key]
+                return cached[1]
         config = self._resolve(settings, profiles)
         with self._lock:
-            self._cache[key] = config
+            self._cache[key] = (profiles, config)
+            self._cache.move_to_end(key)
             while len(self._cache) > self.CACHE_SIZE:
                 self._cache.popitem(last=False)
         return config

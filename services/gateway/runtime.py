@@ -117,14 +117,16 @@ class QueryRuntime:
         with self._tracer.start_as_current_span("ragkb.query") as span:
             span.set_attribute("ragkb.kb", request.kb)
             span.set_attribute("ragkb.trace_id", result.trace_id)
+            resolved_kb = None
             try:
-                with self._kb_settings(request.kb):
+                with self._kb_settings(request.kb) as resolved_kb:
                     self._run(request, principal, context, result, lists)
             except RagkbError as failure:
                 error = failure
                 span.set_status(otel.Status(otel.StatusCode.ERROR, str(failure)))
                 raise
             finally:
+                lists["kb_version"] = resolved_kb.version if resolved_kb else ""  # the KB config that answered
                 total_ms = elapsed_ms(started)
                 self._record(request, principal, context, result, lists, error, total_ms)
         return result
@@ -216,8 +218,9 @@ class QueryRuntime:
         fused = {c.chunk.chunk_id: c for c in lists.get("fused", [])}
         result.trace = {
             "trace_id": result.trace_id, "created_at": now(), "ms": total_ms,
-            "request": {"kb": request.kb, "query": request.query, "namespaces": context.namespaces,
-                        "requested_namespaces": list(request.namespaces), "top_k": request.top_k},
+            "request": {"kb": request.kb, "kb_version": lists.get("kb_version", ""), "query": request.query,
+                        "namespaces": context.namespaces, "requested_namespaces": list(request.namespaces),
+                        "top_k": request.top_k},
             "principal": principal.name, "acl_groups": context.acl_groups,
             "original_query": result.original_query, "effective_query": result.effective_query,
             "extra_queries": lists.get("extra_queries", []), "language": context.language,
@@ -278,7 +281,8 @@ def create_runtime(*, retriever: Retriever | RetrieverClient, generator: Generat
 
 def runtime_from_settings(settings: Settings, *, retriever: RetrieverClient, reranker: RerankerClient,
                           generator: GeneratorClient,
-                          knowledge_bases: Callable[[str], chunk_pb2.KnowledgeBaseSettings] | None = None) -> QueryRuntime:
+                          knowledge_bases: Callable[[str], chunk_pb2.KnowledgeBaseSettings] | None = None,
+                          ) -> QueryRuntime:
     """The gateway's runtime: gRPC-backed stages, steps file, trace store, metrics and spans from settings."""
     data_dir = Path(settings.data_dir)
     return create_runtime(

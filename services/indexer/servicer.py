@@ -63,8 +63,8 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
 
     def IndexDocument(self, request: indexer_pb2.IndexDocumentRequest, context):
         self._writable(request.namespace)
-        report = self._indexer.index_document(self._kbs.config(request), request.namespace, request.doc_id, request.content_hash,
-                                              list(request.chunks), request.source_uri)
+        report = self._indexer.index_document(self._kbs.config(request), request.namespace, request.doc_id,
+                                              request.content_hash, list(request.chunks), request.source_uri)
         return _response(report)
 
     def IndexDocumentStream(self, request: indexer_pb2.IndexDocumentRequest, context):

@@ -58,6 +58,7 @@ def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
 
-def add_to(server, registry: ComponentRegistry, kbs: SettingsResolver, retriever: RetrieverClient | None = None) -> None:
+def add_to(server, registry: ComponentRegistry, kbs: SettingsResolver,
+           retriever: RetrieverClient | None = None) -> None:
     server.add(reranker_pb2_grpc.add_RerankerServiceServicer_to_server, RerankerServicer(registry, kbs, retriever),
                SERVICE_NAME)

@@ -129,15 +129,18 @@ class Retriever:
                                sparse=lists.get("sparse", []), degraded=degraded, weights=weights, language=language, stages=stages,
                                signals=measured.signals, competence=measured.competence, fusion=spec.describe())
 
-    def chunks_by_group(self, kb: KBConfig, namespaces: list[str], group_ids: list[str]) -> list[chunk_pb2.KnowledgeChunk]:
+    def chunks_by_group(self, kb: KBConfig, namespaces: list[str],
+                        group_ids: list[str]) -> list[chunk_pb2.KnowledgeChunk]:
         """Every part of the given split groups (the reranker restores split blocks with it)."""
         require_namespaces(chunk_pb2.SearchFilter(namespaces=namespaces))
         try:
-            return components.keyword_store_for(kb, self._settings, self._registry).chunks_by_group(namespaces, group_ids)
+            keyword = components.keyword_store_for(kb, self._settings, self._registry)
+            return keyword.chunks_by_group(namespaces, group_ids)
         except Unavailable as error:
             # the keyword engine is down: the vector store holds the same chunks, so parts are still restored
             log.warning("sibling fetch falls back to the vector store: %s", error)
-            return components.vector_store_for(kb, self._settings, self._registry).chunks_by_group(namespaces, group_ids)
+            vector = components.vector_store_for(kb, self._settings, self._registry)
+            return vector.chunks_by_group(namespaces, group_ids)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

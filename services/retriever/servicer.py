@@ -19,7 +19,8 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
     def Retrieve(self, request: retriever_pb2.RetrieveRequest, context) -> retriever_pb2.RetrieveResponse:
         if not request.query.strip():
             raise InvalidArgument("query is empty")
-        result = self._retriever.retrieve(self._kbs.config(request), request.query, tenancy.scope_filter(request.filter),
+        result = self._retriever.retrieve(self._kbs.config(request), request.query,
+                                          tenancy.scope_filter(request.filter),
                                           top_k=request.top_k,
                                           candidate_depth=request.candidate_depth)
         return retriever_pb2.RetrieveResponse(

@@ -54,6 +54,7 @@ class _Once:
         self.kb = kb
         self._resolve = resolve
         self._settings: chunk_pb2.KnowledgeBaseSettings | None = None
+        self._slices: dict[str, chunk_pb2.KnowledgeBaseSettings] = {}
         self._lock = threading.Lock()
 
     @property
@@ -66,6 +67,14 @@ class _Once:
             if self._settings is None:
                 self._settings = self._resolve()
             return self._settings
+
+    def sliced(self, service: str) -> chunk_pb2.KnowledgeBaseSettings:
+        """The settings narrowed to `service`, cut once per request and service."""
+        settings = self.get()
+        with self._lock:
+            if service not in self._slices:
+                self._slices[service] = narrow(settings, service)
+            return self._slices[service]
 
 
 _current: contextvars.ContextVar[_Once | None] = contextvars.ContextVar("ragkb_kb_settings", default=None)
@@ -126,7 +135,7 @@ def attach(request, service: str) -> None:
     names_kb = KB_FIELD in request.DESCRIPTOR.fields_by_name and pending is not None and pending.kb \
         and getattr(request, KB_FIELD) == pending.kb
     if names_kb:
-        request.context.kb.CopyFrom(narrow(pending.get(), service))
+        request.context.kb.CopyFrom(pending.sliced(service))
     else:
         request.context.ClearField("kb")
 

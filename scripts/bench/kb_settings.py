@@ -55,7 +55,7 @@ def main() -> None:
         rows = {
             "gateway: resolve the KB from the catalog (per request)":
                 median_us(lambda: kb_settings.for_catalog(catalog, "handbook"), args.rounds),
-            "gateway: cut the retriever's slice (per inner call)":
+            "gateway: cut the retriever's slice (once per request and service)":
                 median_us(lambda: kb_settings.narrow(settings, "retriever"), args.rounds),
             "inner service: first request of a config (validate + resolve)":
                 median_us(first_resolution, max(1, args.rounds // 10)),

@@ -235,10 +235,12 @@ def cmd_eval(args) -> int:
     from shared.profiles import profiles_path
 
     try:
+        profiles = profiles_path(Settings.from_env())
+        operator_profiles = profiles if profiles.exists() else None  # none: the built-in profiles
         config = Path(args.kb_config).read_text(encoding="utf-8") if args.kb_config else ""
         results = run_eval(Path(args.dataset), args.split, kb_config_yaml=config, limit_docs=args.limit_docs,
                            cache_path=Path(args.cache) if args.cache else None, tune_split=args.tune_split,
-                           limit_queries=args.limit_queries, profiles_file=profiles_path(Settings.from_env()))
+                           limit_queries=args.limit_queries, profiles_file=operator_profiles)
     except (OSError, RagkbError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

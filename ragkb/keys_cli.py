@@ -1,4 +1,7 @@
-"""`ragkb keys ...`: manage API keys in the keys file directly, e.g. the first admin key before auth is on."""
+"""`ragkb keys ...`: manage API keys on the server, e.g. the first admin key before auth is on.
+
+Keys go to the keys file, or to the control-plane database when RAGKB_DATABASE_URL is set (cluster mode).
+"""
 
 from __future__ import annotations
 
@@ -12,8 +15,10 @@ from shared.errors import RagkbError
 
 
 def add_commands(commands) -> None:
-    keys = commands.add_parser("keys", help="API keys (written to the keys file; the gateway re-reads it)")
-    keys.add_argument("--keys-file", help="default: RAGKB_KEYS_FILE or <data dir>/keys.yaml")
+    keys = commands.add_parser("keys", help="API keys (in the keys file, or the control-plane database with "
+                                                 "RAGKB_DATABASE_URL; gateways see changes at the next request)")
+    keys.add_argument("--keys-file", help="default: the database (RAGKB_DATABASE_URL), else RAGKB_KEYS_FILE or "
+                                          "<data dir>/keys.yaml")
     actions = keys.add_subparsers(dest="keys_command", required=True)
     create = actions.add_parser("create", help="create a key and print it (shown only once)")
     create.add_argument("name")

@@ -1,11 +1,15 @@
-"""Real engines on loopback for tests and local stacks: an Elasticsearch node, a Milvus server, Redis.
+"""Real engines on loopback for tests and local stacks: an Elasticsearch node, a Milvus server, Redis,
+PostgreSQL.
 
     python scripts/engines.py up --dir D      # start ES + Milvus, print their URLs, return when healthy
     python scripts/engines.py down --dir D    # stop what `up` started in D
 
 As a module: `start_elasticsearch(dir)` -> handle with `.url`, `.pid`, `.stop()`, `.start()`;
 `start_milvus(dir)` -> handle with `.uri`, `.pid`, `.stop()`, `.start()`; `start_redis(dir)` -> handle
-with `.url`, `.pid`, `.stop()` (the Celery broker of the local stack and the ingestion tests). Ports
+with `.url`, `.pid`, `.stop()` (the Celery broker of the local stack and the ingestion tests);
+`start_postgres()` -> handle with `.dsn`, `.pid`, `.stop()` (the control-plane database of cluster
+mode: Debian's postgresql-15, a throw-away cluster run as the `postgres` user, since initdb refuses
+root). Ports
 are chosen free when a handle is made and kept, so an Elasticsearch node stopped and started again
 comes back on the same URL with its data. Milvus 2.3.5 restarted on the same data directory did not
 report healthy within 120 s here (its components wait on the previous process's etcd sessions: "node
@@ -30,6 +34,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -298,6 +303,87 @@ class RedisServer:
 
 def start_redis(directory: Path | str) -> RedisServer:
     return RedisServer(Path(directory)).start()
+
+
+# ---------------------------------------------------------------- PostgreSQL
+
+
+def postgres_bin_dir() -> Path:
+    """The newest Debian PostgreSQL (15 or later) under /usr/lib/postgresql."""
+    found = sorted((p for p in Path("/usr/lib/postgresql").glob("*/bin") if (p / "initdb").exists()),
+                   key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    if not found or not found[-1].parent.name.isdigit() or int(found[-1].parent.name) < 15:
+        raise EngineNotInstalled("PostgreSQL 15 is not installed (apt-get install postgresql-15)")
+    return found[-1]
+
+
+class PostgresServer:
+    """A throw-away PostgreSQL cluster on a free loopback port, trust auth, durability off (tests only).
+
+    Its directory is made here (mode 0700, owned by `postgres` when run as root), since a pytest
+    temp directory under root's 0700 tree is not reachable by the `postgres` user.
+    """
+
+    def __init__(self):
+        self.bin = postgres_bin_dir()
+        self.directory = Path(tempfile.mkdtemp(prefix="ragkb-postgres-"))
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+        self._as_postgres = os.geteuid() == 0
+        if self._as_postgres:
+            import pwd
+
+            account = pwd.getpwnam("postgres")
+            os.chown(self.directory, account.pw_uid, account.pw_gid)
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def _run_as(self) -> dict:
+        return {"user": "postgres", "group": "postgres", "extra_groups": []} if self._as_postgres else {}
+
+    def start(self, timeout_s: float = 60) -> PostgresServer:
+        data, log = self.directory / "data", self.directory / "postgres.log"
+        subprocess.run([str(self.bin / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
+                        "--locale=C"], check=True, capture_output=True, cwd=self.directory, **self._run_as())
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen(
+                [str(self.bin / "postgres"), "-D", str(data), "-p", str(self.port), "-k", str(self.directory),
+                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+                 "-c", "full_page_writes=off", "-c", "max_connections=300"],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.directory,
+                start_new_session=True, **self._run_as())
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise EngineError(f"postgres exited with {self.process.returncode}:\n{log_tail(log)}")
+            ready = subprocess.run([str(self.bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)],
+                                   capture_output=True)
+            if ready.returncode == 0:
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise EngineError(f"postgres not ready on port {self.port} within {timeout_s}s:\n{log_tail(log)}")
+
+    def stop(self, grace_s: float = 20) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)  # "fast" shutdown: disconnect clients, stop cleanly
+            try:
+                self.process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.process = None
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def start_postgres() -> PostgresServer:
+    return PostgresServer().start()
 
 
 # ---------------------------------------------------------------- CLI

@@ -4,11 +4,13 @@
     python scripts/local_stack.py up --dir D --foreground    # the same, then run until Ctrl-C
     python scripts/local_stack.py down --dir D               # stop what `up` started in D
 
-Starts Redis (the Celery broker), an Elasticsearch node and a Milvus server (scripts/engines.py),
-then parser, indexer, retriever, reranker, generator, the gateway (REST + gRPC) and N Celery
-workers, each as `python -m services.<name>.main` with its RAGKB_* settings in the environment.
-It returns once every service reports SERVING on gRPC health and the gateway's /healthz is ready.
-All processes share D/data (KB catalog, document registry, job table, uploads); logs go to D/logs.
+Starts PostgreSQL (the control-plane database, as in a cluster), Redis (the Celery broker), an
+Elasticsearch node and a Milvus server (scripts/engines.py), then parser, indexer, retriever,
+reranker, generator, the gateway (REST + gRPC) and N Celery workers, each as
+`python -m services.<name>.main` with its RAGKB_* settings in the environment. It returns once
+every service reports SERVING on gRPC health and the gateway's /healthz is ready. The KB catalog,
+document registry, jobs and uploads, traces and API keys are in PostgreSQL (RAGKB_DATABASE_URL);
+D/data holds the operator's profiles.yaml only; logs go to D/logs.
 
 The indexer and the retriever are separate processes, so a knowledge base here must keep its
 chunks in the Elasticsearch node and the Milvus server (a Milvus Lite file admits one process and
@@ -127,6 +129,7 @@ class LocalStack:
         self.logs = self.directory / "logs"
         self.kb_yaml_path = self.directory / KB_FILE
         self.services: dict[str, ServiceProcess] = {}
+        self.postgres: engines.PostgresServer | None = None
         self.redis: engines.RedisServer | None = None
         self.elasticsearch: engines.ElasticsearchNode | None = None
         self.milvus: engines.MilvusServer | None = None
@@ -140,6 +143,7 @@ class LocalStack:
         self.logs.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + timeout_s
         try:
+            self.postgres = engines.start_postgres()
             self.redis = engines.start_redis(self.directory / "redis")
             self.elasticsearch = engines.ElasticsearchNode(self.directory / "elasticsearch")
             self.milvus = engines.MilvusServer(self.directory / "milvus")
@@ -165,7 +169,8 @@ class LocalStack:
         self.settings = Settings(
             data_dir=self.directory / "data", host="127.0.0.1", tls_dir=str(tls_dir),
             **{f"{name}_addr": f"127.0.0.1:{port()}" for name in LAYERS},
-            gateway_grpc_addr=f"127.0.0.1:{port()}", http_port=port(), broker_url=self.redis.url)
+            gateway_grpc_addr=f"127.0.0.1:{port()}", http_port=port(), broker_url=self.redis.url,
+            database_url=self.postgres.dsn)
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         # the operator's side: where the engines are; knowledge bases only choose the profile by name
         (self.settings.data_dir / "profiles.yaml").write_text(
@@ -207,13 +212,14 @@ class LocalStack:
             for service in running:
                 service.wait_stopped(self.grace_s)
         self.services.clear()
-        for engine in (self.milvus, self.elasticsearch, self.redis):
+        for engine in (self.milvus, self.elasticsearch, self.redis, self.postgres):
             if engine is not None:
                 engine.stop()
 
     def describe(self) -> str:
         """Where each part listens, and the KB config to create knowledge bases with."""
-        lines = [f"{'redis':<14} {self.redis.url}", f"{'elasticsearch':<14} {self.elasticsearch.url}",
+        lines = [f"{'postgres':<14} {self.postgres.dsn}", f"{'redis':<14} {self.redis.url}",
+                 f"{'elasticsearch':<14} {self.elasticsearch.url}",
                  f"{'milvus':<14} {self.milvus.uri}"]
         for name, service in self.services.items():
             extra = f", REST {self.http_url} (OpenAPI {self.http_url}/docs)" if name == "gateway" else ""
@@ -228,7 +234,8 @@ class LocalStack:
         return {"pid": os.getpid(), "http": self.http_url, "kb_yaml": str(self.kb_yaml_path),
                 "describe": self.describe(),
                 "services": {name: {"address": s.address, "pid": s.pid} for name, s in self.services.items()},
-                "engine_pids": [e.pid for e in (self.redis, self.elasticsearch, self.milvus) if e and e.pid]}
+                "engine_pids": [e.pid for e in (self.postgres, self.redis, self.elasticsearch, self.milvus)
+                                if e and e.pid]}
 
 
 # ---------------------------------------------------------------- CLI

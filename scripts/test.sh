@@ -12,6 +12,8 @@ python -c "import unstructured_inference" 2>/dev/null \
     >/dev/null || { apt-get update -qq && apt-get install -y -qq poppler-utils tesseract-ocr tesseract-ocr-chi-sim libmagic1; }
 # ingestion tests start their own Redis (broker of the Celery workers)
 command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
+# control-plane contract tests run a real PostgreSQL 15 server (started by the tests as the `postgres` user)
+[ -x /usr/lib/postgresql/15/bin/initdb ] || { apt-get update -qq && apt-get install -y -qq postgresql-15; }
 # the /debug page test drives Debian's chromium through chromedriver (no browser download)
 command -v chromedriver >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }
 # a CJK font, so the page's Chinese renders in the screenshot the browser test saves

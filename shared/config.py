@@ -55,6 +55,9 @@ class Settings:
     insecure_inner: bool = False  # allow plaintext inner services on a non-loopback address (not for production)
     open_access: bool = False  # serve a gateway without API keys to non-loopback clients too
     max_json_bytes: int = 1024 * 1024  # largest JSON request body (413 above it)
+    # cluster mode: control-plane state (catalog, registry, jobs + uploads, traces, keys) in PostgreSQL,
+    # e.g. postgresql://ragkb:PASSWORD@postgres:5432/ragkb; empty = files under data_dir (embedded)
+    database_url: str = ""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> Settings:

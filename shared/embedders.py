@@ -110,6 +110,7 @@ class SentenceTransformerEmbedder(_TokenizerReads):
         self._model = SentenceTransformer(str(model_dir), device=device, local_files_only=True)
         self._batch_size = batch_size
         self._lock = threading.Lock()  # torch modules are not re-entrant across threads
+        self._queries = QueryBatcher(self.embed_documents, max_batch=max(batch_size, 1))
         self.model_id = model_slug(model)
         self.dimension = int(_dimension_of(self._model))
         self.max_tokens = int(self._model.max_seq_length)
@@ -124,7 +125,61 @@ class SentenceTransformerEmbedder(_TokenizerReads):
         return vectors.astype(np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_documents([text])[0]
+        return self._queries.embed(text)
+
+
+class QueryBatcher:
+    """Dynamic micro-batching of concurrent query embeddings in the process that owns the model.
+
+    Each caller queues its text, then waits its turn for the model. Whoever gets the model encodes
+    everything queued at that moment (up to `max_batch`) in one forward pass and hands every waiting
+    caller its vector; callers whose vector is ready by their turn return at once. A lone query is
+    encoded immediately (no timer: the wait is bounded by the one encode in progress), and concurrent
+    queries share forward passes, which is where a CPU model gains throughput.
+    """
+
+    def __init__(self, encode, max_batch: int = 32):
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        self._encode = encode  # list[str] -> np.ndarray (one row per text)
+        self._max_batch = max_batch
+        self._queue: list[_PendingQuery] = []
+        self._queue_lock = threading.Lock()
+        self._model_turn = threading.Lock()
+        self.batches = 0  # forward passes run (observability and tests)
+
+    def embed(self, text: str) -> np.ndarray:
+        pending = _PendingQuery(text)
+        with self._queue_lock:
+            self._queue.append(pending)
+        while not pending.done:
+            with self._model_turn:
+                if pending.done:
+                    break
+                with self._queue_lock:
+                    batch, self._queue = self._queue[:self._max_batch], self._queue[self._max_batch:]
+                try:
+                    vectors = self._encode([item.text for item in batch])
+                except Exception as error:  # every caller in the batch sees the failure
+                    for item in batch:
+                        item.error, item.done = error, True
+                    continue
+                self.batches += 1
+                for item, vector in zip(batch, vectors):
+                    item.vector, item.done = vector, True
+        if pending.error is not None:
+            raise pending.error
+        return pending.vector
+
+
+class _PendingQuery:
+    __slots__ = ("text", "vector", "error", "done")
+
+    def __init__(self, text: str):
+        self.text = text
+        self.vector: np.ndarray | None = None
+        self.error: BaseException | None = None
+        self.done = False
 
 
 SparseVector = dict[int, float]  # token id -> lexical weight

@@ -1,38 +1,81 @@
-"""The knowledge-base catalog: one YAML file per KB under `<data_dir>/kbs/<name>.yaml`.
+"""The knowledge-base catalog: each KB's config as its tenant wrote it, with a config version.
 
-Files (not an in-memory dict) so every service process reads the same catalog
-and it survives restarts. A file holds the config as its tenant wrote it;
-`get` returns it resolved against the operator's profiles (shared/profiles.py),
-so an operator changing an endpoint or a secret never rewrites KB files.
+Embedded mode keeps one YAML file per KB under `<data_dir>/kbs/<name>.yaml`;
+cluster mode keeps one row per KB in the control-plane PostgreSQL database
+(`kb_catalog`). Either way every process reads the same catalog and it survives
+restarts. Each write raises the KB's config version; a reader compares the
+stored version (a file stamp or one indexed row) with what it cached on every
+`get`, so a change is seen by the next request on every replica, without a
+restart and without a stale cache.
+
+A stored config is as its tenant wrote it; `get` returns it resolved against
+the operator's profiles (shared/profiles.py), so an operator changing an
+endpoint or a secret never rewrites KB configs.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from shared.config import KBConfig, Settings, validate_kb_name
 from shared.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from shared.files import file_stamp
 from shared.profiles import OperatorProfiles, profiles_path
+from shared.state.postgres import database_for
+from shared.state.sql import SqlDatabase
+
+EMBEDDED_KEYWORD_STORE = "sqlite-fts5"
+
+
+@dataclass(frozen=True)
+class StoredConfig:
+    tenant_yaml: str
+    version: int
+
+
+class CatalogRows(Protocol):
+    """Where KB configs are kept: files (embedded) or the `kb_catalog` table (cluster)."""
+
+    def stamp(self, name: str) -> object | None:
+        """A cheap marker that changes with every write of `name`; None when there is no such KB."""
+
+    def read(self, name: str) -> StoredConfig | None: ...
+
+    def insert(self, name: str, tenant_yaml: str) -> int:
+        """Store a new KB; its first version. AlreadyExists when the name is taken."""
+
+    def update(self, name: str, tenant_yaml: str) -> int:
+        """Store a new config of an existing KB; its new, higher version. NotFound when there is none."""
+
+    def names(self) -> list[str]: ...
 
 
 class KnowledgeBaseCatalog:
-    """`profiles_file` (the operator's) is re-read when it changes; None = the built-in profiles."""
+    """`profiles_file` (the operator's) is re-read when it changes; None = the built-in profiles.
 
-    def __init__(self, data_dir: Path, profiles_file: Path | None = None):
-        self._dir = Path(data_dir) / "kbs"
+    `database` (cluster mode) keeps the configs in PostgreSQL; there the embedded keyword store is not
+    offered, since the indexer and the retrievers run on different machines.
+    """
+
+    def __init__(self, data_dir: Path, profiles_file: Path | None = None, *, database: SqlDatabase | None = None):
+        self._rows: CatalogRows = FileCatalogRows(Path(data_dir) / "kbs") if database is None \
+            else DatabaseCatalogRows(database)
+        self.cluster = database is not None
         self._profiles_file = profiles_file
         self._profiles_stamp: tuple | None = None
         self._profiles = OperatorProfiles()
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, tuple[KBConfig, KBConfig | InvalidArgument]]] = {}
+        self._cache: dict[str, tuple[object, int, tuple[KBConfig, KBConfig | InvalidArgument]]] = {}
 
     @classmethod
     def for_settings(cls, settings: Settings) -> KnowledgeBaseCatalog:
-        return cls(settings.data_dir, profiles_path(settings))
+        return cls(settings.data_dir, profiles_path(settings), database=database_for(settings))
 
     @property
     def profiles(self) -> OperatorProfiles:
@@ -45,81 +88,173 @@ class KnowledgeBaseCatalog:
                     self._cache.clear()  # effective configs depend on the profiles
         return self._profiles
 
-    def _path(self, name: str) -> Path:
-        validate_kb_name(name)
-        return self._dir / f"{name}.yaml"
-
     def create(self, name: str, *, description: str = "", config_yaml: str = "") -> KBConfig:
         """Create a KB from tenant YAML (operator settings refused); returns the effective config."""
+        validate_kb_name(name)
         config = KBConfig.from_tenant_yaml(config_yaml or "{}", name=name, profiles=self.profiles)
         if description:
             config = config.model_copy(update={"description": description})
-        path = self._path(name)
-        with self._lock:
-            if path.exists():
-                raise AlreadyExists(f"knowledge base {name!r} already exists")
-            self._write(path, config)
+        self._check_mode(config)
+        self._rows.insert(name, config.to_tenant_yaml())
         return config.resolve(self.profiles)
 
     def replace(self, config: KBConfig) -> KBConfig:
         """Store a new tenant-level config of an existing KB (fusion settings fitted by `ragkb tune`, a gated
         change); returns the effective config."""
-        path = self._path(config.name)
+        validate_kb_name(config.name)
+        self._check_mode(config)
+        self._rows.update(config.name, config.to_tenant_yaml())
         with self._lock:
-            if not path.exists():
-                raise NotFound(f"knowledge base {config.name!r} does not exist")
-            self._write(path, config)
             self._cache.pop(config.name, None)
         return config.resolve(self.profiles)
 
-    def _write(self, path: Path, config: KBConfig) -> None:
-        self._dir.mkdir(parents=True, exist_ok=True)
-        # write-then-rename so a reader never sees half a file
-        fd, tmp = tempfile.mkstemp(dir=self._dir, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(config.to_tenant_yaml())
-        os.replace(tmp, path)
+    def _check_mode(self, config: KBConfig) -> None:
+        """Cluster mode offers no store that is a file of one process: the indexer and the retrievers run apart."""
+        if not self.cluster:
+            return
+        if config.keyword_store.name == EMBEDDED_KEYWORD_STORE:
+            raise InvalidArgument(
+                f"knowledge base {config.name!r}: keyword_store {EMBEDDED_KEYWORD_STORE!r} is the embedded store "
+                "(a file of one process) and is not offered in cluster mode; set keyword_store.name: elasticsearch")
+        if config.vector_store.name == "milvus" and not config.resolve(self.profiles).vector_store.uri:
+            raise InvalidArgument(
+                f"knowledge base {config.name!r}: the vector_store profile {config.vector_store.profile!r} names no "
+                "Milvus server (uri), and a Milvus Lite file is not offered in cluster mode; the operator sets "
+                "the server's uri in that profile")
 
     def get(self, name: str) -> KBConfig:
         """The effective config (operator settings resolved from the profiles).
 
         A KB whose profile the operator has since removed fails here, naming the profile;
         the rest of the catalog is unaffected."""
-        stored, resolved = self._load(name)
+        return self.get_with_version(name)[0]
+
+    def get_with_version(self, name: str) -> tuple[KBConfig, int]:
+        """The effective config and its config version (higher = newer)."""
+        version, (stored, resolved) = self._load(name)
         if isinstance(resolved, InvalidArgument):
             raise FailedPrecondition(f"knowledge base {name!r} cannot be served: {resolved.message}")
-        return resolved
+        return resolved, version
+
+    def version(self, name: str) -> int:
+        return self._load(name)[0]
 
     def tenant_config(self, name: str) -> KBConfig:
         """The config as its tenant wrote it: profile and model names, no operator settings."""
-        return self._load(name)[0]
+        return self._load(name)[1][0]
 
-    def _load(self, name: str) -> tuple[KBConfig, KBConfig | InvalidArgument]:
-        path = self._path(name)
+    def _load(self, name: str) -> tuple[int, tuple[KBConfig, KBConfig | InvalidArgument]]:
+        validate_kb_name(name)
         profiles = self.profiles
-        try:
-            mtime = path.stat().st_mtime
-        except FileNotFoundError:
-            raise NotFound(f"knowledge base {name!r} does not exist") from None
+        stamp = self._rows.stamp(name)
+        if stamp is None:
+            raise NotFound(f"knowledge base {name!r} does not exist")
         with self._lock:
             cached = self._cache.get(name)
-            if cached and cached[0] == mtime:
-                return cached[1]
-            stored = _stored(path.read_text(encoding="utf-8"), name)
-            try:
-                loaded = (stored, stored.resolve(profiles))
-            except InvalidArgument as error:
-                loaded = (stored, error)
-            self._cache[name] = (mtime, loaded)
-            return loaded
+            if cached and cached[0] == stamp:
+                return cached[1], cached[2]
+        stored = self._rows.read(name)
+        if stored is None:  # removed between the two reads
+            raise NotFound(f"knowledge base {name!r} does not exist")
+        config = _stored(stored.tenant_yaml, name)
+        try:
+            loaded = (config, config.resolve(profiles))
+        except InvalidArgument as error:
+            loaded = (config, error)
+        with self._lock:
+            self._cache[name] = (stamp, stored.version, loaded)
+        return stored.version, loaded
+
+    def names(self) -> list[str]:
+        return self._rows.names()
+
+    def exists(self, name: str) -> bool:
+        validate_kb_name(name)
+        return self._rows.stamp(name) is not None
+
+
+class FileCatalogRows:
+    """One YAML file per KB; its first line records the config version (`# config_version: N`)."""
+
+    _VERSION_LINE = re.compile(r"^# config_version: (\d+)\n")
+
+    def __init__(self, directory: Path):
+        self._dir = Path(directory)
+        self._lock = threading.Lock()
+
+    def _path(self, name: str) -> Path:
+        return self._dir / f"{name}.yaml"
+
+    def stamp(self, name: str) -> object | None:
+        return file_stamp(self._path(name))
+
+    def read(self, name: str) -> StoredConfig | None:
+        try:
+            text = self._path(name).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        match = self._VERSION_LINE.match(text)
+        # files written before versions were recorded are version 1
+        return StoredConfig(tenant_yaml=text[match.end():] if match else text, version=int(match[1]) if match else 1)
+
+    def insert(self, name: str, tenant_yaml: str) -> int:
+        with self._lock:
+            if self._path(name).exists():
+                raise AlreadyExists(f"knowledge base {name!r} already exists")
+            return self._write(name, tenant_yaml, 1)
+
+    def update(self, name: str, tenant_yaml: str) -> int:
+        with self._lock:
+            current = self.read(name)
+            if current is None:
+                raise NotFound(f"knowledge base {name!r} does not exist")
+            return self._write(name, tenant_yaml, current.version + 1)
+
+    def _write(self, name: str, tenant_yaml: str, version: int) -> int:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        # write-then-rename so a reader never sees half a file
+        fd, tmp = tempfile.mkstemp(dir=self._dir, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(f"# config_version: {version}\n{tenant_yaml}")
+        os.replace(tmp, self._path(name))
+        return version
 
     def names(self) -> list[str]:
         if not self._dir.exists():
             return []
         return sorted(p.stem for p in self._dir.glob("*.yaml"))
 
-    def exists(self, name: str) -> bool:
-        return self._path(name).exists()
+
+class DatabaseCatalogRows:
+    """The `kb_catalog` table; versions come from one sequence, so they only grow."""
+
+    def __init__(self, db: SqlDatabase):
+        self._db = db
+
+    def stamp(self, name: str) -> object | None:
+        row = self._db.execute("SELECT version FROM kb_catalog WHERE name = ?", (name,)).one()
+        return row[0] if row else None
+
+    def read(self, name: str) -> StoredConfig | None:
+        row = self._db.execute("SELECT config_yaml, version FROM kb_catalog WHERE name = ?", (name,)).one()
+        return StoredConfig(tenant_yaml=row[0], version=row[1]) if row else None
+
+    def insert(self, name: str, tenant_yaml: str) -> int:
+        row = self._db.execute("INSERT INTO kb_catalog(name, config_yaml) VALUES (?, ?) "
+                               "ON CONFLICT(name) DO NOTHING RETURNING version", (name, tenant_yaml)).one()
+        if row is None:
+            raise AlreadyExists(f"knowledge base {name!r} already exists")
+        return row[0]
+
+    def update(self, name: str, tenant_yaml: str) -> int:
+        row = self._db.execute("UPDATE kb_catalog SET config_yaml = ?, version = nextval('kb_config_version'), "
+                               "updated_at = now() WHERE name = ? RETURNING version", (tenant_yaml, name)).one()
+        if row is None:
+            raise NotFound(f"knowledge base {name!r} does not exist")
+        return row[0]
+
+    def names(self) -> list[str]:
+        return sorted(row[0] for row in self._db.execute("SELECT name FROM kb_catalog").rows)
 
 
 def _stored(text: str, name: str) -> KBConfig:

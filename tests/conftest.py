@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -37,3 +39,36 @@ def _isolated_env(monkeypatch):
     for key in list(os.environ):
         if key.startswith("RAGKB_") and key != "RAGKB_REQUIRE_SHARED_DATA":
             monkeypatch.delenv(key)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL 15 server (Debian package, scripts/engines.py) on 127.0.0.1 for the session."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import engines
+
+    try:
+        server = engines.start_postgres()
+    except engines.EngineNotInstalled as error:
+        if "CI" in os.environ:
+            pytest.fail(str(error))
+        pytest.skip(str(error))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server):
+    """A fresh, empty database on the session's server; dropped after the test."""
+    import psycopg
+
+    from shared.state.postgres import close_database
+
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    dsn = f"{postgres_server.dsn.rsplit('/', 1)[0]}/{name}"
+    yield dsn
+    close_database(dsn)
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -9,16 +9,27 @@ from dataclasses import dataclass
 from functools import partial
 
 from services.gateway import auth
-from services.gateway.runtime import QueryRuntime, create_runtime
-from shared.clients import GeneratorClient, IndexerClient, ParserClient, RerankerClient, RetrieverClient
+from services.gateway.query.runtime import QueryRuntime, create_runtime
+from services.gateway.sync import plan_sync
+from services.worker.queue import JobQueue
+from shared.clients import (
+    GeneratorClient,
+    IndexerClient,
+    ParserClient,
+    RerankerClient,
+    RetrieverClient,
+)
 from shared.config import DEFAULT_NAMESPACE
 from shared import kb_settings
 from shared.contracts import chunk_pb2, gateway_pb2, indexer_pb2
 from shared.errors import NotFound, PayloadTooLarge, UnsupportedFileType
-from services.gateway.sync import plan_sync
-from services.worker.queue import JobQueue
-from shared.ids import (MAX_DOC_ID_CHARS, ORIGINAL_NAME_KEY, check_filename, default_doc_id,
-                        validate_doc_id)
+from shared.ids import (
+    MAX_DOC_ID_CHARS,
+    ORIGINAL_NAME_KEY,
+    check_filename,
+    default_doc_id,
+    validate_doc_id,
+)
 from shared.jobs import JobStore
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024

@@ -9,15 +9,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from services.gateway import auth, servicer
-from services.gateway.auth_grpc import AuthInterceptor
+from services.gateway import auth
+from services.gateway.api import servicer
+from services.gateway.api.http import HttpServer
+from services.gateway.api.rest import create_app
+from services.gateway.auth.grpc import AuthInterceptor
 from services.gateway.gateway import Downstream, Gateway
-from services.gateway.http import HttpServer
-from services.gateway.rest import create_app
-from services.gateway.runtime import runtime_from_settings
+from services.gateway.query.runtime import runtime_from_settings
 from services.worker.pipeline import run_ingest_job
 from services.worker.queue import CeleryQueue, InProcessQueue, JobQueue
-from shared.clients import GeneratorClient, IndexerClient, ParserClient, RerankerClient, RetrieverClient
+from shared.clients import (
+    GeneratorClient,
+    IndexerClient,
+    ParserClient,
+    RerankerClient,
+    RetrieverClient,
+)
 from shared.config import Settings
 from shared.jobs import JobStore
 from shared.kb import KnowledgeBaseCatalog
@@ -64,12 +71,12 @@ def job_queue(settings: Settings, downstream: Downstream, jobs: JobStore) -> Job
 
 def build(settings: Settings, *, grpc_port: int | None = None, http_port: int | None = None) -> GatewayProcess:
     downstream = connect(settings)
-    jobs = JobStore(settings.data_dir)
+    jobs = JobStore.for_settings(settings)
     queue = job_queue(settings, downstream, jobs)
     # the gateway resolves each request's KB once and passes every inner service its settings
     knowledge_bases = partial(for_catalog, KnowledgeBaseCatalog.for_settings(settings))
     runtime = runtime_from_settings(settings, retriever=downstream.retriever, reranker=downstream.reranker,
-                                    generator=downstream.generator, knowledge_bases=knowledge_bases)
+                                    generator=downstream.generator, jobs=jobs, knowledge_bases=knowledge_bases)
     gateway = Gateway(downstream, jobs, queue, runtime=runtime, keys=auth.key_store_for(settings),
                       knowledge_bases=knowledge_bases)
     server = ServiceServer("gateway", host=settings.host,

@@ -2,20 +2,25 @@
 
 Each gateway owns its registry (no process-global state), so several gateways
 in one process (tests, embedded mode) never collide. Job counts by state are
-read from the job store at scrape time, so they are right whichever process
-(in-process queue or Celery worker) moved the jobs.
+read from the job store at scrape time (SQLite or PostgreSQL), so they are
+right whichever process (in-process queue or Celery worker) moved the jobs.
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
-from pathlib import Path
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily
 
 from shared.contracts import gateway_pb2
+from shared.jobs import JobStore
 
 log = logging.getLogger("ragkb.gateway.metrics")
 
@@ -25,7 +30,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 class GatewayMetrics:
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self, *, jobs_db: Path | None = None):
+    def __init__(self, *, jobs: JobStore | None = None):
         self.registry = CollectorRegistry()
         self.stage_seconds = Histogram("ragkb_stage_latency_seconds", "Query stage latency", ["stage"],
                                        buckets=LATENCY_BUCKETS, registry=self.registry)
@@ -39,8 +44,8 @@ class GatewayMetrics:
                              registry=self.registry)
         self.auth_failures = Counter("ragkb_auth_failures_total", "Rejected requests by reason", ["reason"],
                                      registry=self.registry)
-        if jobs_db is not None:
-            self.registry.register(_JobStateCollector(jobs_db))
+        if jobs is not None:
+            self.registry.register(_JobStateCollector(jobs))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -49,8 +54,8 @@ class GatewayMetrics:
 class _JobStateCollector:
     """ragkb_ingest_jobs{state=...}: jobs per state, read from the job store when scraped."""
 
-    def __init__(self, path: Path):
-        self._path = Path(path)
+    def __init__(self, jobs: JobStore):
+        self._jobs = jobs
 
     def describe(self):
         return []
@@ -59,14 +64,11 @@ class _JobStateCollector:
         family = GaugeMetricFamily("ragkb_ingest_jobs", "Ingestion jobs by state", labels=["state"])
         counts = {name.removeprefix("JOB_STATE_").lower(): 0 for name in gateway_pb2.JobState.keys()
                   if name != "JOB_STATE_UNSPECIFIED"}
-        if self._path.exists():
-            try:
-                with sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=5) as db:
-                    for state, count in db.execute("SELECT state, count(*) FROM jobs GROUP BY state"):
-                        name = gateway_pb2.JobState.Name(state).removeprefix("JOB_STATE_").lower()
-                        counts[name] = count
-            except (sqlite3.Error, ValueError) as error:  # a scrape must not fail because of the job store
-                log.warning("job counts unavailable: %s", error)
+        try:
+            for state, count in self._jobs.counts_by_state().items():
+                counts[gateway_pb2.JobState.Name(state).removeprefix("JOB_STATE_").lower()] = count
+        except Exception as error:  # a scrape must not fail because of the job store (sqlite3 or psycopg errors)
+            log.warning("job counts unavailable: %s", error)
         for state, count in counts.items():
             family.add_metric([state], count)
         yield family

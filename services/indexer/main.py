@@ -16,7 +16,7 @@ from shared.server import ServiceServer, run_service
 
 def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     catalog = KnowledgeBaseCatalog.for_settings(settings)
-    registry = DocumentRegistry(settings.data_dir / "registry.sqlite")
+    registry = DocumentRegistry.for_settings(settings)
     indexer = Indexer(settings, catalog, registry, storage_registry("indexer"))
     server = ServiceServer.inner("indexer", settings, port=settings.port_of(settings.indexer_addr) if port is None else port)
     reconciler = Reconciler(indexer, catalog, registry)

@@ -1,7 +1,8 @@
 """Run a Celery ingestion worker: `python -m services.worker.main`.
 
 Needs RAGKB_BROKER_URL (Redis) and the parser and indexer addresses; reads
-uploads and job records under RAGKB_DATA_DIR, which it shares with the gateway.
+uploads and job records from the control-plane database (RAGKB_DATABASE_URL,
+cluster mode) or under RAGKB_DATA_DIR, which it then shares with the gateway.
 Runs RAGKB_INGEST_WORKERS jobs at once (thread pool: the work is gRPC calls).
 A gRPC health endpoint on RAGKB_WORKER_ADDR is SERVING once the worker consumes
 and NOT_SERVING as soon as it starts shutting down (probes of compose and

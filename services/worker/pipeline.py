@@ -45,12 +45,12 @@ def _run(job_id: str, job: gateway_pb2.IngestJob, *, jobs: JobStore, kbs: Settin
          parser: ParserClient, indexer: IndexerClient, step_timeout_s: float | None) -> gateway_pb2.IngestJob:
     if job.state in FINAL_STATES or not jobs.start(job_id):
         return jobs.get(job_id)
-    upload, metadata_json = jobs.upload_of(job_id)
     try:
         settings = _job_settings(jobs, job)
         kb = kbs.resolve(settings)
+        content, metadata_json = jobs.upload_of(job_id)
         with kb_settings.using(settings):  # the indexer calls carry the KB's store and embedder settings
-            return _steps(job_id, job, kb, upload, metadata_json, jobs=jobs, parser=parser, indexer=indexer,
+            return _steps(job_id, job, kb, content, metadata_json, jobs=jobs, parser=parser, indexer=indexer,
                           step_timeout_s=step_timeout_s)
     except RagkbError as error:
         jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error))
@@ -65,14 +65,14 @@ def _job_settings(jobs: JobStore, job: gateway_pb2.IngestJob) -> chunk_pb2.Knowl
     return settings
 
 
-def _steps(job_id: str, job: gateway_pb2.IngestJob, kb, upload, metadata_json: str, *, jobs: JobStore,
+def _steps(job_id: str, job: gateway_pb2.IngestJob, kb, content: bytes, metadata_json: str, *, jobs: JobStore,
            parser: ParserClient, indexer: IndexerClient, step_timeout_s: float | None) -> gateway_pb2.IngestJob:
     step = "parse"
     try:
         chunker = parser_pb2.ChunkerOptions(**kb.chunker_for(job.filename).model_dump())
         parsed = parser.parse(parser_pb2.ParseRequest(
             kb=job.kb, namespace=job.namespace, doc_id=job.doc_id, filename=job.filename,
-            content=upload.read_bytes(), chunker=chunker, metadata=json.loads(metadata_json),
+            content=content, chunker=chunker, metadata=json.loads(metadata_json),
             tokenizer_model=kb.embedder.model, options=parser_pb2.ParseOptions(**kb.parser.model_dump()),
         ), timeout_s=step_timeout_s)
         for attachment in parsed.attachments:  # e-mail attachments are documents of their own
@@ -90,7 +90,7 @@ def _steps(job_id: str, job: gateway_pb2.IngestJob, kb, upload, metadata_json: s
         ), step_timeout_s)
         if indexed is not None and jobs.update(job_id, state=gateway_pb2.JOB_STATE_DONE, error="",
                                                 chunks_done=len(parsed.chunks), outcome=indexed.outcome):
-            upload.unlink(missing_ok=True)
+            jobs.discard_upload(job_id)
     except DeadlineExceeded as error:
         # the parser's own per-file limit names itself; only a step deadline of this caller is described here
         jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error) if reason_of(error) else

@@ -72,18 +72,26 @@ def publish(app: Celery, job_id: str) -> None:
 def register(app: Celery, context: Callable[[], TaskContext]) -> None:
     """Declare the task on `app`; `context` builds the worker's clients on first use (after the pool starts)."""
 
-    @app.task(name=INGEST_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-    def ingest(job_id: str) -> str:
-        return run_and_hand_off(context(), job_id)
+    @app.task(name=INGEST_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
+              max_retries=None)
+    def ingest(task, job_id: str) -> str:
+        worker = context()
+        finished = run_and_hand_off(worker, job_id)
+        wait_s = worker.jobs.takeover_in(job_id)
+        if wait_s is not None:  # another runner holds the job: look again once it may have gone silent
+            raise task.retry(countdown=wait_s + 1)
+        return finished
 
 
 def worker_context(settings, app: Celery) -> TaskContext:
+    from services.worker.celery_app import visibility_timeout_s
     from services.worker.fairness import RedisGate
     from shared.clients import IndexerClient, ParserClient
     from shared.kb_settings import SettingsResolver
     from shared.profiles import LiveProfiles
 
-    jobs = JobStore(settings.data_dir)
+    # a live job updates its record at least once per step deadline; one silent for longer lost its worker
+    jobs = JobStore.for_settings(settings, stale_after_s=visibility_timeout_s(settings.ingest_step_timeout_s))
     run_job = partial(run_ingest_job, jobs=jobs, kbs=SettingsResolver(LiveProfiles.for_settings(settings)),
                       parser=ParserClient(settings.parser_addr, timeout_s=settings.ingest_step_timeout_s,
                                           tls_dir=settings.tls_dir, identity="worker"),

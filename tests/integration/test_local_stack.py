@@ -1,17 +1,20 @@
 """The spine's end-to-end scenario against the local multi-process stack (scripts/local_stack.py).
 
-Every service is its own process: Redis, an Elasticsearch node, a Milvus server, parser, indexer,
+Every service is its own process: PostgreSQL (the control plane), Redis, an Elasticsearch node, a
+Milvus server, parser, indexer,
 retriever, reranker, generator, gateway and one Celery worker. Knowledge bases use the stack's
 KB config (Elasticsearch + Milvus server), created through `ragkb kb create --config`.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 import grpc
 import httpx
 import psutil
+import psycopg
 import pytest
 
 from ragkb import cli
@@ -43,7 +46,7 @@ SERVICES = {
 def stack(tmp_path_factory):
     running = local_stack.LocalStack(tmp_path_factory.mktemp("local-stack"), workers=1).start()
     pids = [s.pid for s in running.services.values()]
-    pids += [running.redis.pid, running.elasticsearch.pid, running.milvus.pid]
+    pids += [running.postgres.pid, running.redis.pid, running.elasticsearch.pid, running.milvus.pid]
     yield running
     running.stop()
     assert [pid for pid in pids if psutil.pid_exists(pid)] == [], "processes left running after stop"
@@ -99,6 +102,25 @@ def test_answer_cites_the_chunk_that_contains_it(client, samples_kb, question, a
 def test_chunks_live_in_the_elasticsearch_node(stack, client, samples_kb):
     indexed = httpx.get(f"{stack.elasticsearch.url}/ragkb-kb-{KB}/_count", timeout=10).json()["count"]
     assert indexed == int(client.get_kb(KB)["chunk_count"]) > 0
+
+
+def test_control_plane_state_is_in_postgres_and_not_on_disk(stack, client, samples_kb):
+    """Catalog, registry, jobs, uploads and traces are rows of the stack's PostgreSQL; the data directory
+    holds the operator's profiles only, so no service needs another's disk."""
+    client.query(KB, "What does the warranty cover?")
+    with psycopg.connect(stack.settings.database_url) as db:
+        def count(sql: str) -> int:
+            return db.execute(sql).fetchone()[0]
+
+        assert count(f"SELECT count(*) FROM kb_catalog WHERE name = '{KB}'") == 1
+        chunk_ids = [json.loads(row[0]) for row in
+                     db.execute(f"SELECT chunk_ids FROM documents WHERE kb = '{KB}' AND status = 'indexed'")]
+        assert sum(map(len, chunk_ids)) == int(client.get_kb(KB)["chunk_count"]) > 0
+        assert count(f"SELECT count(*) FROM jobs WHERE kb = '{KB}' AND state = {gateway_pb2.JOB_STATE_DONE}") \
+            == len(samples_kb)
+        assert count("SELECT count(*) FROM job_uploads") == 0  # discarded once indexed
+        assert count("SELECT count(*) FROM traces") >= 1
+    assert sorted(p.name for p in stack.settings.data_dir.iterdir()) == ["profiles.yaml"]
 
 
 def test_reingesting_unchanged_documents_adds_nothing(client, samples_kb):

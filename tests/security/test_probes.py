@@ -10,8 +10,13 @@ from starlette.testclient import TestClient
 
 from ragkb.client import RagkbApiError
 from services.gateway import auth
-from services.gateway.rest import create_app
-from tests.security.conftest import KB, SECRETS, SERVER_SECRET, gateway_without_downstream
+from services.gateway.api.rest import create_app
+from tests.security.conftest import (
+    KB,
+    SECRETS,
+    SERVER_SECRET,
+    gateway_without_downstream,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -27,6 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 K8S_BASE = ROOT / "deploy" / "k8s" / "base"
 SERVICES = ("parser", "indexer", "retriever", "reranker", "generator", "gateway", "worker")
+STATEFUL = ("postgres", "redis")  # the control-plane database and the broker, each on its own volume
+# the services that keep or read control-plane state (the parser reads none)
+DATABASE_USERS = ("indexer", "retriever", "reranker", "generator", "gateway", "worker")
 KUBERNETES_VERSION = "1.30.0"
 
 
@@ -119,7 +122,21 @@ def test_compose_services_declare_every_setting():
         assert set(env) == set(Settings.env_keys()), name
         assert env["RAGKB_DATA_DIR"] == "/data" and env["RAGKB_HOST"] == "0.0.0.0", name
         assert_addresses(env, set(compose()["services"]), f"compose {name}")
-        assert "ragkb-data:/data" in spec["volumes"], name
+        assert spec["volumes"] == ["ragkb-tls:/tls:ro", "./deploy/compose/profiles.yaml:/etc/ragkb/profiles.yaml:ro"], \
+            f"{name}: no volume is shared for state"
+        assert env["RAGKB_DATABASE_URL"].startswith("postgresql://ragkb:"), name
+        assert env["RAGKB_DATABASE_URL"].endswith("@postgres:5432/ragkb"), name
+        assert spec["depends_on"]["postgres"] == {"condition": "service_healthy"}, name
+
+
+@pytest.mark.unit
+def test_compose_runs_postgres_and_redis_on_their_own_volumes():
+    services = compose()["services"]
+    postgres = services["postgres"]
+    assert postgres["image"].startswith("postgres:15") and "pg_isready" in str(postgres["healthcheck"]["test"])
+    assert postgres["volumes"] == ["postgres-data:/var/lib/postgresql/data"]
+    assert services["redis"]["image"].startswith("redis:")
+    assert "ragkb-data" not in compose()["volumes"]
 
 
 @pytest.mark.unit
@@ -159,7 +176,8 @@ def test_compose_services_wait_for_their_certificates_and_mount_them_read_only()
 @pytest.mark.unit
 def test_every_k8s_service_is_complete_and_locked_down():
     docs = k8s_base()
-    deployments, services = of_kind(docs, "Deployment"), of_kind(docs, "Service")
+    deployments = of_kind(docs, "Deployment")
+    services = {name: doc for name, doc in of_kind(docs, "Service").items() if name not in STATEFUL}
     assert set(deployments) == set(services) == set(of_kind(docs, "HorizontalPodAutoscaler")) \
         == set(of_kind(docs, "PodDisruptionBudget")) == set(SERVICES)
     for name, deployment in deployments.items():
@@ -186,7 +204,35 @@ def test_every_k8s_service_is_complete_and_locked_down():
         service_ports = {p["name"]: p["port"] for p in services[name]["spec"]["ports"]}
         assert service_ports["grpc"] == port, name
     assert {p["name"] for p in services["gateway"]["spec"]["ports"]} == {"grpc", "http"}
-    assert of_kind(docs, "PersistentVolumeClaim")["ragkb-data"]["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+@pytest.mark.unit
+def test_no_volume_is_shared_between_pods_and_state_has_its_own_stateful_sets():
+    docs = k8s_base()
+    assert of_kind(docs, "PersistentVolumeClaim") == {}  # no ReadWriteMany volume any more
+    for name, deployment in of_kind(docs, "Deployment").items():
+        pod = deployment["spec"]["template"]["spec"]
+        assert not [v for v in pod["volumes"] if "persistentVolumeClaim" in v], name
+        env = {e["name"]: e for e in pod["containers"][0].get("env", [])}
+        if name in DATABASE_USERS:
+            assert env["RAGKB_DATABASE_URL"]["valueFrom"] == {"secretKeyRef": {"name": "ragkb-database", "key": "url"}}
+        else:
+            assert "RAGKB_DATABASE_URL" not in env, name
+    stateful, services = of_kind(docs, "StatefulSet"), of_kind(docs, "Service")
+    assert set(stateful) == set(STATEFUL)
+    for name, statefulset in stateful.items():
+        (claim,) = statefulset["spec"]["volumeClaimTemplates"]
+        assert claim["spec"]["accessModes"] == ["ReadWriteOnce"], name
+        assert statefulset["spec"]["serviceName"] == name and name in services, name
+        assert statefulset["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"], name
+    postgres = stateful["postgres"]["spec"]["template"]["spec"]["containers"][0]
+    assert postgres["image"].startswith("postgres:15")
+    password = next(e for e in postgres["env"] if e["name"] == "POSTGRES_PASSWORD")
+    assert password["valueFrom"] == {"secretKeyRef": {"name": "ragkb-database", "key": "password"}}
+    policies = of_kind(docs, "NetworkPolicy")
+    for name, callers in (("postgres", DATABASE_USERS), ("redis", ("gateway", "worker"))):
+        (rule,) = policies[name]["spec"]["ingress"]
+        assert {peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"] for peer in rule["from"]} == set(callers)
 
 
 @pytest.mark.unit
@@ -215,7 +261,7 @@ def test_kustomize_overlay_is_valid_kubernetes(overlay):
     problems = [line for line in (result.stdout + result.stderr).splitlines() if not line.startswith("INFO")]
     assert result.returncode == 0, "\n".join(problems)
     kinds = [doc["kind"] for doc in yaml.safe_load_all(rendered.stdout) if doc]
-    assert kinds.count("Deployment") == len(SERVICES)
+    assert kinds.count("Deployment") == len(SERVICES) and kinds.count("StatefulSet") == len(STATEFUL)
 
 
 @pytest.mark.unit

@@ -72,3 +72,14 @@ def test_vector_cache_is_keyed_by_model_and_text(tmp_path):
     assert cache.get([key], 3)[key].tolist() == [0, 1, 2]
     assert cache.get([key], 4) == {}  # a vector of another dimension is never reused
     cache.close()
+
+
+def test_eval_command_runs_on_a_fresh_data_dir(tmp_path, monkeypatch, capsys):
+    """No profiles file yet (a new machine): the built-in profiles serve the embedded engines."""
+    from ragkb.cli import main
+
+    monkeypatch.setenv("RAGKB_DATA_DIR", str(tmp_path / "fresh"))
+    monkeypatch.delenv("RAGKB_PROFILES_FILE", raising=False)
+    dataset = write_beir(tmp_path / "beir")
+    assert main(["eval", "--dataset", str(dataset), "--cache", str(tmp_path / "v.sqlite")]) == 0
+    assert "hybrid" in capsys.readouterr().out

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from services.gateway import auth
-from services.gateway.steps_query import query_variants, rewrite_query
+from services.gateway.query.preprocess import query_variants, rewrite_query
 from shared.contracts import chunk_pb2
 from shared.errors import AlreadyExists, InvalidArgument, NotFound, RagkbError
 from shared.stores.acl import chunk_groups

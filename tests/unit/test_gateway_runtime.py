@@ -7,11 +7,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from services.gateway import auth
 from services.gateway.metrics import GatewayMetrics
-from services.gateway.runtime import StageFailed, create_runtime
-from services.gateway.stages import Generated, Preprocessed, Refined, Retrieved
-from services.gateway.steps import StepRegistry
-from services.gateway.trace import TraceStore
-from services.gateway.trace_spans import tracer_for
+from services.gateway.query.runtime import StageFailed, create_runtime
+from services.gateway.query.stages import Generated, Preprocessed, Refined, Retrieved
+from services.gateway.query.steps import StepRegistry
+from services.gateway.traces.spans import tracer_for
+from services.gateway.traces.store import TraceStore
 from shared.contracts import chunk_pb2, gateway_pb2
 from shared.errors import InvalidArgument, Unavailable
 
@@ -184,7 +184,7 @@ def test_failed_requests_are_traced_with_their_stage(tmp_path):
     store = TraceStore(tmp_path / "traces.sqlite")
     with pytest.raises(Unavailable):
         runtime(traces=store, generator=Broken(Unavailable("llm down"))).run(request())
-    (body,) = [store.get(row[0]) for row in store._db.execute("SELECT trace_id FROM traces")]
+    (body,) = [store.get(row[0]) for row in store._db.execute("SELECT trace_id FROM traces").rows]
     assert body["error"] == {"type": "Unavailable", "message": "llm down", "stage": "generation"}
     assert body["counts"]["fused"] == 3
 

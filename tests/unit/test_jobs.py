@@ -1,4 +1,5 @@
-"""Job records, per-namespace fairness, sync plans, folder manifests and the Celery settings."""
+"""The SQLite job database's upgrade path, per-namespace fairness, sync plans, folder manifests and the Celery
+settings. Job records themselves are tested on both backends in tests/contract/test_jobs_contract.py."""
 
 from __future__ import annotations
 
@@ -13,138 +14,16 @@ from services.gateway.sync import plan_sync
 from services.worker.celery_app import create_celery, visibility_timeout_s
 from services.worker.fairness import LocalGate
 from services.worker.queue import InProcessQueue
-from services.worker.tasks import TaskContext, resume_abandoned
 from shared.config import Settings
 from shared.contracts import gateway_pb2, indexer_pb2
-from shared.errors import FailedPrecondition, InvalidArgument
+from shared.errors import InvalidArgument
 from shared.jobs import JobStore
 
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def jobs(tmp_path):
-    store = JobStore(tmp_path)
-    yield store
-    store.close()
-
-
 def new_job(jobs: JobStore, namespace: str = "default", name: str = "a.md") -> gateway_pb2.IngestJob:
     return jobs.create(kb="kb", namespace=namespace, doc_id=name, filename=name, content=b"# A\n\ntext")
-
-
-def test_start_counts_deliveries_and_keeps_the_first_start_time(jobs):
-    job = new_job(jobs)
-    assert jobs.start(job.job_id)
-    first = jobs.get(job.job_id)
-    assert jobs.start(job.job_id)  # a redelivery after a crash
-    again = jobs.get(job.job_id)
-    assert (first.attempts, again.attempts) == (1, 2)
-    assert again.started_at == first.started_at != ""
-    assert again.state == gateway_pb2.JOB_STATE_PARSING
-
-
-def test_a_final_job_never_changes_again(jobs):
-    job = new_job(jobs)
-    cancelled = jobs.cancel(job.job_id)
-    assert cancelled.state == gateway_pb2.JOB_STATE_CANCELLED and cancelled.error == "cancelled on request"
-    assert not jobs.update(job.job_id, state=gateway_pb2.JOB_STATE_DONE)
-    assert not jobs.start(job.job_id)
-    assert jobs.get(job.job_id).state == gateway_pb2.JOB_STATE_CANCELLED
-    with pytest.raises(FailedPrecondition, match="already cancelled"):
-        jobs.cancel(job.job_id)
-
-
-def test_retry_makes_a_new_job_from_the_saved_upload(jobs):
-    job = new_job(jobs)
-    jobs.update(job.job_id, state=gateway_pb2.JOB_STATE_FAILED, error="parser: boom")
-    retried = jobs.retry(job.job_id)
-    assert retried.job_id != job.job_id and retried.state == gateway_pb2.JOB_STATE_QUEUED
-    assert (retried.doc_id, retried.filename) == (job.doc_id, job.filename)
-    assert jobs.upload_of(retried.job_id)[0].read_bytes() == b"# A\n\ntext"
-
-
-@pytest.mark.parametrize("state", [
-    pytest.param(gateway_pb2.JOB_STATE_PARSING, id="parsing"),
-    pytest.param(gateway_pb2.JOB_STATE_EMBEDDING, id="embedding"),
-    pytest.param(gateway_pb2.JOB_STATE_INDEXING, id="indexing"),
-])
-def test_a_running_job_cannot_be_retried(jobs, state):
-    job = new_job(jobs)
-    jobs.update(job.job_id, state=state)
-    with pytest.raises(FailedPrecondition, match="running job cannot be retried"):
-        jobs.retry(job.job_id)
-
-
-@pytest.mark.parametrize("state", [
-    pytest.param(gateway_pb2.JOB_STATE_QUEUED, id="queued"),
-    pytest.param(gateway_pb2.JOB_STATE_DONE, id="done"),
-    pytest.param(gateway_pb2.JOB_STATE_CANCELLED, id="cancelled"),
-])
-def test_any_job_that_is_not_running_can_be_retried(jobs, state):
-    job = new_job(jobs)
-    jobs.update(job.job_id, state=state)
-    retried = jobs.retry(job.job_id)
-    assert retried.state == gateway_pb2.JOB_STATE_QUEUED
-    old = jobs.get(job.job_id)
-    if state == gateway_pb2.JOB_STATE_QUEUED:  # the stuck one can never run next to its replacement
-        assert old.state == gateway_pb2.JOB_STATE_CANCELLED and retried.job_id in old.error
-    else:
-        assert old.state == state
-
-
-def test_a_job_started_too_often_fails_with_the_retry_limit_and_its_last_interruption(tmp_path):
-    store = JobStore(tmp_path, max_attempts=2)
-    try:
-        job = new_job(store)
-        for _ in range(2):
-            assert store.start(job.job_id)
-            store.requeue(job.job_id, "interrupted while parsing")
-        assert not store.start(job.job_id)
-        failed = store.get(job.job_id)
-        assert failed.state == gateway_pb2.JOB_STATE_FAILED and failed.attempts == 2
-        assert failed.error == "retry_limit: started 2 times without finishing; last: interrupted while parsing"
-    finally:
-        store.close()
-
-
-def test_abandoned_lists_active_jobs_idle_for_the_given_time(jobs):
-    queued, running, done = new_job(jobs, name="q.md"), new_job(jobs, name="r.md"), new_job(jobs, name="d.md")
-    jobs.start(running.job_id)
-    jobs.update(done.job_id, state=gateway_pb2.JOB_STATE_DONE)
-    assert {j.job_id for j in jobs.abandoned()} == {queued.job_id, running.job_id}
-    assert jobs.abandoned(idle_s=3600) == []  # all were touched just now
-
-
-def test_resume_requeues_running_jobs_with_a_note_and_admits_each_once(jobs):
-    queued, running, waiting = new_job(jobs, name="q.md"), new_job(jobs, name="r.md"), new_job(jobs, name="w.md")
-    jobs.start(running.job_id)
-    gate = LocalGate(slots=1)
-    assert gate.admit("default", "busy") == ["busy"]  # the one slot is taken
-    assert gate.admit("default", waiting.job_id) == []  # still waiting in the gate: must not be added twice
-    dispatched: list[str] = []
-    context = TaskContext(jobs=jobs, run_job=lambda job_id: None, gate=gate, dispatch=dispatched.append)
-    assert sorted(resume_abandoned(context)) == sorted([queued.job_id, running.job_id])
-    assert dispatched == [] and gate.waiting("default") == 3
-    note = jobs.get(running.job_id)
-    assert note.state == gateway_pb2.JOB_STATE_QUEUED
-    assert note.error == "interrupted while parsing (the process running it stopped; attempt 1 of 3)"
-    assert gate.release("default", "busy") == [waiting.job_id]  # the fairness order is kept
-
-
-def test_retry_without_the_upload_says_so(jobs):
-    job = new_job(jobs)
-    jobs.update(job.job_id, state=gateway_pb2.JOB_STATE_FAILED, error="x")
-    jobs.upload_of(job.job_id)[0].unlink()
-    with pytest.raises(FailedPrecondition, match="no longer stored"):
-        jobs.retry(job.job_id)
-
-
-def test_list_filters_by_namespace(jobs):
-    for namespace in ("a", "a", "b"):
-        new_job(jobs, namespace)
-    assert len(jobs.list("kb")) == 3
-    assert {j.namespace for j in jobs.list("kb", "b")} == {"b"} and len(jobs.list("kb", "a")) == 2
 
 
 def test_a_job_database_from_before_attempts_is_migrated(tmp_path):

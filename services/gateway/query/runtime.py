@@ -21,20 +21,42 @@ from opentelemetry import trace as otel
 
 from services.gateway import auth
 from services.gateway.metrics import GatewayMetrics
-from services.gateway.stages import (
-    GENERATION, POST_RETRIEVAL, PRE_RETRIEVAL, RETRIEVAL, Generated, Generator, GrpcGenerator, GrpcPostProcessor,
-    GrpcRetriever, NoopPreprocessor, PassthroughPostProcessor, PostProcessor, QueryContext, QueryPreprocessor,
-    Refined, Retriever, elapsed_ms,
+from services.gateway.query.preprocess import StepPreprocessor
+from services.gateway.query.stages import (
+    GENERATION,
+    POST_RETRIEVAL,
+    PRE_RETRIEVAL,
+    RETRIEVAL,
+    Generated,
+    Generator,
+    GrpcGenerator,
+    GrpcPostProcessor,
+    GrpcRetriever,
+    NoopPreprocessor,
+    PassthroughPostProcessor,
+    PostProcessor,
+    QueryContext,
+    QueryPreprocessor,
+    Refined,
+    Retriever,
+    elapsed_ms,
 )
-from services.gateway.steps import StepRegistry
-from services.gateway.steps_query import StepPreprocessor
-from services.gateway.trace import TraceStore, candidate_list, dropped_list, message_dicts, now, stage_entries
-from services.gateway.trace_spans import tracer_for
+from services.gateway.query.steps import StepRegistry
+from services.gateway.traces.spans import tracer_for
+from services.gateway.traces.store import (
+    TraceStore,
+    candidate_list,
+    dropped_list,
+    message_dicts,
+    now,
+    stage_entries,
+)
 from shared import kb_settings
 from shared.clients import GeneratorClient, RerankerClient, RetrieverClient
 from shared.config import Settings
 from shared.contracts import chunk_pb2, gateway_pb2, generator_pb2
 from shared.errors import InvalidArgument, RagkbError
+from shared.jobs import JobStore
 from shared.text import detect_language, normalize, text_problem
 
 log = logging.getLogger("ragkb.gateway.runtime")
@@ -280,16 +302,17 @@ def create_runtime(*, retriever: Retriever | RetrieverClient, generator: Generat
 
 
 def runtime_from_settings(settings: Settings, *, retriever: RetrieverClient, reranker: RerankerClient,
-                          generator: GeneratorClient,
+                          generator: GeneratorClient, jobs: JobStore | None = None,
                           knowledge_bases: Callable[[str], chunk_pb2.KnowledgeBaseSettings] | None = None,
                           ) -> QueryRuntime:
-    """The gateway's runtime: gRPC-backed stages, steps file, trace store, metrics and spans from settings."""
+    """The gateway's runtime: gRPC-backed stages, steps file, trace store, metrics (job counts from `jobs`)
+    and spans from settings."""
     data_dir = Path(settings.data_dir)
     return create_runtime(
         retriever=retriever, reranker=reranker, generator=generator,
         steps=StepRegistry(Path(settings.steps_file) if settings.steps_file else data_dir / "steps.yaml"),
-        traces=TraceStore(data_dir / "traces.sqlite", limit=settings.trace_limit),
-        metrics=GatewayMetrics(jobs_db=data_dir / "jobs.sqlite"),
+        traces=TraceStore.for_settings(settings),
+        metrics=GatewayMetrics(jobs=jobs),
         tracer=tracer_for(settings.otel_exporter), knowledge_bases=knowledge_bases,
     )
 

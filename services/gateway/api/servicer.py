@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from services.gateway import conversations
 from services.gateway.gateway import Gateway
+from services.gateway.query import conversations
 from shared.contracts import gateway_pb2, gateway_pb2_grpc, indexer_pb2
 
 SERVICE_NAME = "ragkb.v1.GatewayService"

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
-from services.gateway.steps import StepsConfig
+from services.gateway.query.steps import StepsConfig
 
 router = APIRouter(prefix="/v1/admin/steps", tags=["admin"])
 

@@ -15,12 +15,12 @@ query as it was and the trace records what happened.
 
 from __future__ import annotations
 
+import contextvars
 import re
 import time
-import contextvars
 from concurrent import futures
 
-from services.gateway.stages import Preprocessed, QueryContext, elapsed_ms
+from services.gateway.query.stages import Preprocessed, QueryContext, elapsed_ms
 from shared.clients import GeneratorClient, RetrieverClient
 from shared.contracts import retriever_pb2
 from shared.errors import DeadlineExceeded

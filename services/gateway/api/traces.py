@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from services.gateway import auth
-from services.gateway.trace import visible_to
+from services.gateway.traces.store import visible_to
 from shared.contracts import gateway_pb2
 from shared.errors import FailedPrecondition, NotFound
 
@@ -32,7 +32,7 @@ def get_trace(trace_id: str, request: Request):
 @router.post("/v1/traces/{trace_id}/replay")
 def replay_trace(trace_id: str, request: Request):
     """Run a traced request again with today's data and step settings; the new trace is returned too."""
-    from services.gateway.rest import query_json
+    from services.gateway.api.rest import query_json
 
     original = _trace_for_caller(request, trace_id)["request"]
     gateway = request.app.state.gateway

@@ -29,9 +29,9 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.gateway import auth
-from services.gateway.conversations import stream_query
-from services.gateway.error_body import error_body
-from services.gateway.runtime import validate_query
+from services.gateway.api.error_body import error_body
+from services.gateway.query.conversations import stream_query
+from services.gateway.query.runtime import validate_query
 from shared.contracts import gateway_pb2
 from shared.errors import InvalidArgument, NotFound, RagkbError
 

@@ -29,8 +29,8 @@ from google.protobuf import json_format
 from pydantic import BaseModel, Field
 
 from services.gateway import auth
-from services.gateway.runtime import QueryRuntime, RuntimeResult, validate_query
-from services.gateway.stages import Generated, QueryContext
+from services.gateway.query.runtime import QueryRuntime, RuntimeResult, validate_query
+from services.gateway.query.stages import Generated, QueryContext
 from shared.clients import GeneratorClient
 from shared.contracts import chunk_pb2, gateway_pb2, generator_pb2
 from shared.errors import AlreadyExists, NotFound, RagkbError, Unavailable

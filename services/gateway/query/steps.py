@@ -21,8 +21,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from shared.files import file_stamp
 from shared.errors import InvalidArgument
+from shared.files import file_stamp
 
 log = logging.getLogger("ragkb.gateway.steps")
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SpanExporter,
+)
 
 from shared.errors import FailedPrecondition
 
@@ -25,7 +29,9 @@ def exporter_for(name: str) -> SpanExporter | None:
     if name == "console":
         return ConsoleSpanExporter()
     try:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter,
+        )
     except ImportError:
         raise FailedPrecondition("RAGKB_OTEL_EXPORTER=otlp needs the package opentelemetry-exporter-otlp") from None
     return OTLPSpanExporter()

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, unquote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.error_body import error_body
+from services.gateway.api.error_body import error_body
 from shared.text import text_problem
 
 

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from services.gateway.steps import StepsConfig
+from services.gateway.query.steps import StepsConfig
 from shared.clients import GeneratorClient, RerankerClient, RetrieverClient
 from shared.contracts import chunk_pb2, generator_pb2, reranker_pb2, retriever_pb2
 

@@ -1,12 +1,13 @@
 """Tenants and API keys: a key maps to a role (reader < writer < admin), namespaces and ACL groups.
 
-Keys live in a YAML file as SHA-256 hashes (the raw key is shown once, when it
-is created). No keys file, or one with no keys, is open mode: a caller on the
-loopback interface is an anonymous admin on any namespace and document ACLs
-are not applied, which keeps the embedded quickstart open; a caller from any
-other address is refused unless the operator set `RAGKB_OPEN_ACCESS=true`. The
+Keys are kept as SHA-256 hashes (the raw key is shown once, when it is
+created): in a YAML file in embedded mode, re-read when it changes, or in the
+`api_keys` table of the control-plane database in cluster mode, looked up on
+every request so a deleted key stops working at once on every gateway. No keys
+is open mode: a caller on the loopback interface is an anonymous admin on any
+namespace and document ACLs are not applied, which keeps the embedded quickstart
+open; a caller from any other address is refused unless the operator set `RAGKB_OPEN_ACCESS=true`. The
 first key is created on the server (`ragkb keys create`), never over the API.
-The file is re-read when it changes.
 
 The caller of the current request is kept in a context variable, set by the
 REST dependency and the gRPC interceptor, so the gateway's operations scope
@@ -18,12 +19,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import json
 import os
 import re
 import secrets
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import yaml
 
@@ -40,6 +43,8 @@ from shared.errors import (
 )
 from shared.files import file_stamp
 from shared.server import is_loopback
+from shared.state.postgres import database_for
+from shared.state.sql import SqlDatabase
 from shared.stores.acl import parse_groups
 
 ROLES = tenancy.ROLES  # reader < writer < kb_admin (creates knowledge bases) < admin
@@ -132,33 +137,44 @@ def hash_key(raw: str) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
-class KeyStore:
-    """API keys backed by a YAML file (hashes only); re-read when the file changes."""
+class KeyEntries(Protocol):
+    """Where the key entries ({name, role, namespaces, groups, sha256}) are kept."""
 
-    def __init__(self, path: Path | None, *, open_access: bool = False):
-        self.path = Path(path) if path else None
+    def find(self, sha256: str) -> dict | None: ...
+
+    def any(self) -> bool: ...
+
+    def all(self) -> list[dict]: ...
+
+    def add(self, entry: dict) -> None:
+        """AlreadyExists when the name is taken."""
+
+    def remove(self, name: str) -> None:
+        """NotFound when there is no such key."""
+
+
+class KeyStore:
+    """API keys: a YAML file of hashes (`path`, embedded) or the control-plane database (`database`)."""
+
+    def __init__(self, path: Path | None, *, open_access: bool = False, database: SqlDatabase | None = None):
         self.open_access = open_access
-        self._lock = threading.Lock()
-        self._stamp: tuple | None = None
-        self._by_hash: dict[str, dict] = {}
-        self._refresh()
+        self._entries: KeyEntries = FileKeyEntries(Path(path) if path else None) if database is None \
+            else DatabaseKeyEntries(database)
 
     @property
     def enabled(self) -> bool:
-        self._refresh()
-        return bool(self._by_hash)
+        return self._entries.any()
 
     def authenticate(self, raw_key: str | None, *, loopback_peer: bool = False) -> Principal:
         """The principal for a presented key; OPEN while no key exists, for loopback callers only."""
-        self._refresh()
-        if not self._by_hash:
+        if not self._entries.any():
             if loopback_peer or self.open_access:
                 return OPEN
             raise Unauthenticated("this instance has no API keys yet and answers loopback clients only; "
                                   "create the first key on the server with `ragkb keys create`")
         if not raw_key:
             raise Unauthenticated("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
-        entry = self._by_hash.get(hash_key(raw_key.strip()))
+        entry = self._entries.find(hash_key(raw_key.strip()))
         if entry is None:
             raise Unauthenticated("the API key is not valid")
         namespaces = tuple(entry["namespaces"])
@@ -168,22 +184,49 @@ class KeyStore:
                          groups=None if ANY in groups else groups)
 
     def list(self) -> list[dict]:
-        self._refresh()
-        return [{k: v for k, v in e.items() if k != "sha256"} for e in self._by_hash.values()]
+        return [{k: v for k, v in e.items() if k != "sha256"} for e in self._entries.all()]
 
     def create(self, name: str, *, role: str, namespaces: list[str], groups: list[str] | None = None) -> str:
         """Add a key and return the raw key (the only time it is visible)."""
         entry = validate_entry({"name": name, "role": role, "namespaces": namespaces, "groups": groups or []})
         raw = KEY_PREFIX + secrets.token_urlsafe(32)
-        entry["sha256"] = hash_key(raw)
-        with self._lock:
-            entries = self._read_entries()
-            if any(e["name"] == name for e in entries):
-                raise AlreadyExists(f"a key named {name!r} already exists")
-            self._write_entries([*entries, entry])
+        self._entries.add({**entry, "sha256": hash_key(raw)})
         return raw
 
     def delete(self, name: str) -> None:
+        self._entries.remove(name)
+
+
+class FileKeyEntries:
+    """The keys file, re-read when it changes; no path or no file = no keys."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self._lock = threading.Lock()
+        self._stamp: tuple | None = None
+        self._by_hash: dict[str, dict] = {}
+        self._refresh()
+
+    def find(self, sha256: str) -> dict | None:
+        self._refresh()
+        return self._by_hash.get(sha256)
+
+    def any(self) -> bool:
+        self._refresh()
+        return bool(self._by_hash)
+
+    def all(self) -> list[dict]:
+        self._refresh()
+        return list(self._by_hash.values())
+
+    def add(self, entry: dict) -> None:
+        with self._lock:
+            entries = self._read_entries()
+            if any(e["name"] == entry["name"] for e in entries):
+                raise AlreadyExists(f"a key named {entry['name']!r} already exists")
+            self._write_entries([*entries, entry])
+
+    def remove(self, name: str) -> None:
         with self._lock:
             entries = self._read_entries()
             kept = [e for e in entries if e["name"] != name]
@@ -226,12 +269,52 @@ class KeyStore:
         return entries
 
     def _write_entries(self, entries: list[dict]) -> None:
+        if self.path is None:
+            raise RagkbError("no keys file is configured (set RAGKB_KEYS_FILE or RAGKB_DATA_DIR)")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         staging = self.path.with_suffix(self.path.suffix + ".tmp")
         staging.write_text(yaml.safe_dump({"keys": entries}, sort_keys=False, allow_unicode=True), encoding="utf-8")
         os.chmod(staging, 0o600)
         os.replace(staging, self.path)
         self._stamp = None
+
+
+class DatabaseKeyEntries:
+    """The `api_keys` table, read on each call: a key created or deleted counts on every gateway at once."""
+
+    _COLUMNS = "name, role, namespaces, groups, sha256"
+
+    def __init__(self, db: SqlDatabase):
+        self._db = db
+
+    def find(self, sha256: str) -> dict | None:
+        row = self._db.execute(f"SELECT {self._COLUMNS} FROM api_keys WHERE sha256 = ?", (sha256,)).one()
+        return _key_entry(row) if row else None
+
+    def any(self) -> bool:
+        return self._db.execute("SELECT EXISTS (SELECT 1 FROM api_keys)").one()[0] in (True, 1)
+
+    def all(self) -> list[dict]:
+        return [_key_entry(row) for row in
+                self._db.execute(f"SELECT {self._COLUMNS} FROM api_keys ORDER BY created_at, name").rows]
+
+    def add(self, entry: dict) -> None:
+        added = self._db.execute(
+            f"INSERT INTO api_keys({self._COLUMNS}) VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO NOTHING",
+            (entry["name"], entry["role"], json.dumps(entry["namespaces"], ensure_ascii=False),
+             json.dumps(entry["groups"], ensure_ascii=False), entry["sha256"]))
+        if added.rowcount != 1:
+            raise AlreadyExists(f"a key named {entry['name']!r} already exists")
+
+    def remove(self, name: str) -> None:
+        if self._db.execute("DELETE FROM api_keys WHERE name = ?", (name,)).rowcount != 1:
+            raise NotFound(f"no key named {name!r}")
+
+
+def _key_entry(row) -> dict:
+    name, role, namespaces, groups, sha256 = row
+    return {"name": name, "role": role, "namespaces": json.loads(namespaces), "groups": json.loads(groups),
+            "sha256": sha256}
 
 
 def validate_entry(raw) -> dict:
@@ -252,9 +335,10 @@ def validate_entry(raw) -> dict:
 
 
 def key_store_for(settings) -> KeyStore:
-    """The keys file named by settings, or <data_dir>/keys.yaml."""
+    """The control-plane database's keys in cluster mode; else the keys file named by settings, or
+    <data_dir>/keys.yaml."""
     return KeyStore(Path(settings.keys_file) if settings.keys_file else Path(settings.data_dir) / "keys.yaml",
-                    open_access=settings.open_access)
+                    open_access=settings.open_access, database=database_for(settings))
 
 
 def is_loopback_peer(address: str | None) -> bool:

@@ -2,15 +2,14 @@
 
 A trace holds the request (so it can be replayed), the step settings and step
 outcomes, each stage's timing and metadata, and the BM25, dense, fused,
-reranked and dropped lists. Traces live in SQLite under the data directory;
-the oldest are deleted once `limit` is exceeded.
+reranked and dropped lists. Traces live in SQLite under the data directory
+(embedded) or in the control-plane PostgreSQL database (cluster mode); the
+oldest are deleted once `limit` is exceeded.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,8 +17,10 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from shared.contracts import chunk_pb2
-from shared.stores.acl import ACL_KEY
 from shared.errors import InvalidArgument, NotFound
+from shared.state.postgres import database_for
+from shared.state.sql import SqlDatabase, SqliteDatabase
+from shared.stores.acl import ACL_KEY
 
 SNIPPET_CHARS = 300
 
@@ -94,43 +95,44 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-class TraceStore:
-    """Bounded trace storage (SQLite, WAL); safe to share between threads."""
+SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS traces (seq INTEGER PRIMARY KEY AUTOINCREMENT, trace_id TEXT NOT NULL UNIQUE,
+                                   namespaces TEXT NOT NULL, body TEXT NOT NULL);
+"""
 
-    def __init__(self, path: Path, *, limit: int = 1000):
+
+class TraceStore:
+    """Bounded trace storage; safe to share between threads. `where`: a SQLite file or the control-plane database."""
+
+    def __init__(self, where: Path | SqlDatabase, *, limit: int = 1000):
         if limit < 1:
             raise ValueError(f"trace limit must be >= 1, got {limit}")
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.limit = limit
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS traces (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
-                         "trace_id TEXT NOT NULL UNIQUE, namespaces TEXT NOT NULL, body TEXT NOT NULL)")
+        self._db = SqliteDatabase(where, schema=SQLITE_SCHEMA) if isinstance(where, (str, Path)) else where
+
+    @classmethod
+    def for_settings(cls, settings) -> TraceStore:
+        return cls(database_for(settings) or Path(settings.data_dir) / "traces.sqlite", limit=settings.trace_limit)
 
     def put(self, trace: dict) -> None:
         body = json.dumps(trace, ensure_ascii=False)
         namespaces = json.dumps(trace["request"]["namespaces"])
-        with self._lock:
-            cursor = self._db.execute("INSERT OR REPLACE INTO traces(trace_id, namespaces, body) VALUES (?, ?, ?)",
-                                      (trace["trace_id"], namespaces, body))
-            self._db.execute("DELETE FROM traces WHERE seq <= ?", (cursor.lastrowid - self.limit,))
+        with self._db.transaction() as db:
+            seq = db.execute("INSERT INTO traces(trace_id, namespaces, body) VALUES (?, ?, ?) ON CONFLICT(trace_id) "
+                             "DO UPDATE SET namespaces = excluded.namespaces, body = excluded.body RETURNING seq",
+                             (trace["trace_id"], namespaces, body)).one()[0]
+            db.execute("DELETE FROM traces WHERE seq <= ?", (seq - self.limit,))
 
     def get(self, trace_id: str) -> dict:
         if not trace_id or len(trace_id) > 64 or not trace_id.isalnum():
             raise InvalidArgument(f"invalid trace id {trace_id[:80]!r}: expected up to 64 letters and digits")
-        with self._lock:
-            row = self._db.execute("SELECT body FROM traces WHERE trace_id = ?", (trace_id,)).fetchone()
+        row = self._db.execute("SELECT body FROM traces WHERE trace_id = ?", (trace_id,)).one()
         if row is None:
             raise NotFound(f"no trace {trace_id!r} (it may have been evicted; the store keeps the last {self.limit})")
         return json.loads(row[0])
 
     def count(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT count(*) FROM traces").fetchone()[0]
+        return self._db.execute("SELECT count(*) FROM traces").one()[0]
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._db.close()

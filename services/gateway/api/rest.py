@@ -13,20 +13,23 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from google.protobuf import json_format
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.gateway import auth_rest, conversations, debug, openai_compat, steps_rest, trace_rest
-from services.gateway.error_body import error_body
+from services.gateway.api import debug, openai_compat
+from services.gateway.api import steps as steps_rest
+from services.gateway.api import traces as trace_rest
+from services.gateway.api.error_body import error_body
+from services.gateway.api.hygiene import RequestHygiene
+from services.gateway.api.upload_limit import UploadSizeLimit
+from services.gateway.auth import rest as auth_rest
 from services.gateway.gateway import MAX_UPLOAD_BYTES, Gateway
-from services.gateway.hygiene import RequestHygiene
-from services.gateway.upload_limit import UploadSizeLimit
+from services.gateway.query import conversations
 from shared.contracts import gateway_pb2
 from shared.errors import RagkbError
 from shared.jobs import outcome_name
 from shared.stores.acl import ACL_KEY, parse_groups
-
 
 log = logging.getLogger("ragkb.gateway")
 

@@ -1,0 +1,1 @@
+"""The query runtime: stages, steps, conversations."""

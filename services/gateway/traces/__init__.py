@@ -1,0 +1,1 @@
+"""Query traces: the store and the OpenTelemetry spans."""

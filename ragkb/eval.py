@@ -286,7 +286,7 @@ def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", li
     kb = catalog.create(kb_name, config_yaml=kb_config_yaml)
     cache = VectorCache(cache_path or Path.home() / ".cache" / "ragkb" / "eval-vectors.sqlite")
     keyword = vector = None
-    retriever = Retriever(settings, catalog)
+    retriever = Retriever(settings)
     try:
         embedder = components.embedder_for(kb)
         keyword = components.keyword_store_for(kb, settings)
@@ -301,14 +301,15 @@ def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", li
         search_filter = chunk_pb2.SearchFilter(namespaces=[NAMESPACE])
         tuning = {}
         if tuning_data:
-            tuning_runs = collect_runs(retriever, kb_name, _questions(tuning_data), search_filter, depth=DEPTH,
+            tuning_runs = collect_runs(retriever, kb, _questions(tuning_data), search_filter, depth=DEPTH,
                                        progress="tune")
             fitted = fit(tuning_runs, kb.retriever.sparse_weight)
             catalog.replace(catalog.tenant_config(kb_name).model_copy(update={"retriever": fitted.apply(kb.retriever)}))
             tuning = {"split": tune_split, "fusion": fitted.spec.describe(), "weights": fitted.weights,
                       "tuning_ndcg@10": route_ndcg(tuning_runs) | {"hybrid_fitted": round(fitted.ndcg10, 4)},
                       "tuning_grid": fitted.grid}
-        runs = collect_runs(retriever, kb_name, _questions(data), search_filter, depth=DEPTH)
+        # the config as stored now: the fitted fusion when the run tuned one
+        runs = collect_runs(retriever, catalog.get(kb_name), _questions(data), search_filter, depth=DEPTH)
         if tuning_data:
             tuning["default_hybrid_ndcg@10"] = round(mean_ndcg(runs, fusion_spec(kb.retriever),
                                                                base_weights(kb.retriever)), 4)

@@ -34,7 +34,7 @@ import yaml
 from tqdm import tqdm
 
 from ragkb.eval import jsonl_records
-from shared import tenancy
+from shared import kb_settings, tenancy
 from shared.contracts import chunk_pb2
 from shared.errors import InvalidArgument
 from shared.text import detect_language
@@ -165,20 +165,26 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
 # --- the pipeline ----------------------------------------------------------------------------------
 
 class Pipeline:
-    """Retriever -> reranker -> generator as the gateway runs them, in this process."""
+    """Retriever -> reranker -> generator as the gateway runs them, in this process: the KB is resolved once
+    from the catalog and each stage gets its settings in the request, as the inner services do."""
 
     def __init__(self, settings, kb: str):
+        from services.generator.main import components as generator_components
         from services.generator.servicer import GeneratorServicer
+        from services.reranker.main import components as reranker_components
         from services.reranker.servicer import RerankerServicer
         from services.retriever.retriever import Retriever
         from shared.kb import KnowledgeBaseCatalog
+        from shared.profiles import LiveProfiles
 
-        self.catalog = KnowledgeBaseCatalog.for_settings(settings)
+        catalog = KnowledgeBaseCatalog.for_settings(settings)
         self.kb = kb
-        self.catalog.get(kb)  # a missing KB is a clear error before any question runs
-        self._retriever = Retriever(settings, self.catalog)
-        self._reranker = RerankerServicer(self.catalog, None)
-        self._generator = GeneratorServicer(self.catalog)
+        self._settings = kb_settings.for_catalog(catalog, kb)  # a missing KB is a clear error before any question
+        self._config = catalog.get(kb)
+        resolver = kb_settings.SettingsResolver(LiveProfiles.for_settings(settings))
+        self._retriever = Retriever(settings)
+        self._reranker = RerankerServicer(reranker_components(), resolver, None)
+        self._generator = GeneratorServicer(generator_components(), resolver)
 
     def ask(self, question: Question) -> tuple[object, list[chunk_pb2.Candidate], float]:
         with tenancy.acting_for(tenancy.operator_tenant("eval-answers", namespaces=[NAMESPACE])):
@@ -188,14 +194,19 @@ class Pipeline:
         from shared.contracts import generator_pb2, reranker_pb2
 
         started = time.perf_counter()
-        retrieved = self._retriever.retrieve(self.kb, question.question,
+        retrieved = self._retriever.retrieve(self._config, question.question,
                                              chunk_pb2.SearchFilter(namespaces=[NAMESPACE]))
-        reranked = self._reranker.Rerank(reranker_pb2.RerankRequest(
-            kb=self.kb, query=question.question, candidates=retrieved.candidates), None)
+        rerank = reranker_pb2.RerankRequest(kb=self.kb, query=question.question, candidates=retrieved.candidates)
+        reranked = self._reranker.Rerank(self._with_settings(rerank, "reranker"), None)
         sources = list(reranked.candidates)
-        response = self._generator.Generate(generator_pb2.GenerateRequest(
-            kb=self.kb, query=question.question, sources=sources), None)
+        generate = generator_pb2.GenerateRequest(kb=self.kb, query=question.question, sources=sources)
+        response = self._generator.Generate(self._with_settings(generate, "generator"), None)
         return response, sources, (time.perf_counter() - started) * 1000
+
+    def _with_settings(self, request, service: str):
+        with kb_settings.using(self._settings):
+            kb_settings.attach(request, service)
+        return request
 
     def close(self) -> None:
         self._retriever.close()

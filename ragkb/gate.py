@@ -25,22 +25,13 @@ from shared.kb import KnowledgeBaseCatalog
 MEASUREMENT_FIELDS = {"tuning", "gate"}  # records of past measurements, not settings
 
 
-class _ProposedCatalog:
-    """Serves the proposed configuration to a Retriever, so it is measured on the KB's real stores."""
-
-    def __init__(self, config: KBConfig):
-        self._config = config
-
-    def get(self, name: str) -> KBConfig:
-        return self._config
-
-
-def hybrid_ndcg(settings, catalog, kb_name: str, questions, namespaces: list[str]) -> float:
+def hybrid_ndcg(settings, kb: KBConfig, questions, namespaces: list[str]) -> float:
+    """nDCG@10 of the hybrid list under the effective config `kb`, measured on the KB's real stores."""
     from services.retriever.retriever import Retriever
 
-    retriever = Retriever(settings, catalog)
+    retriever = Retriever(settings)
     try:
-        runs = collect_runs(retriever, kb_name, questions, chunk_pb2.SearchFilter(namespaces=namespaces),
+        runs = collect_runs(retriever, kb, questions, chunk_pb2.SearchFilter(namespaces=namespaces),
                             progress="golden")
     finally:
         retriever.close()
@@ -63,8 +54,8 @@ def configure_kb(settings, kb_name: str, config_yaml: str, namespaces: list[str]
     report: dict = {"kb": kb_name, "gated": bool(settings_changed and golden), "stored": True}
     if report["gated"]:
         questions = read_questions(Path(golden))
-        before = hybrid_ndcg(settings, catalog, kb_name, questions, namespaces)
-        after = hybrid_ndcg(settings, _ProposedCatalog(proposed.resolve(catalog.profiles)), kb_name, questions,
+        before = hybrid_ndcg(settings, catalog.get(kb_name), questions, namespaces)
+        after = hybrid_ndcg(settings, proposed.resolve(catalog.profiles), questions,
                             namespaces)
         report |= {"golden_questions": golden, "ndcg@10_before": before, "ndcg@10_after": after}
         drop_limit = proposed.retriever.max_ndcg_drop

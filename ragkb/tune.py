@@ -112,14 +112,14 @@ def split_unseen(questions: list[Question], unseen_share: float = UNSEEN_SHARE) 
     return tuning, held_out
 
 
-def collect_runs(retriever, kb_name: str, questions: list[Question], search_filter, *, depth: int = 0,
+def collect_runs(retriever, kb, questions: list[Question], search_filter, *, depth: int = 0,
                  progress: str = "query") -> list[QueryRun]:
     """Run every question through `retriever.retrieve` once and keep its route lists."""
     runs = []
     for question in tqdm(questions, desc=progress, unit="q"):
         started = time.perf_counter()
         # at least 10 fused hits, so nDCG@10 of the hybrid list is measured on as many as the routes'
-        result = retriever.retrieve(kb_name, question.text, search_filter, top_k=depth or JUDGED_DEPTH,
+        result = retriever.retrieve(kb, question.text, search_filter, top_k=depth or JUDGED_DEPTH,
                                     candidate_depth=depth)
         total_ms = (time.perf_counter() - started) * 1000
         lists = {"bm25": result.bm25, "dense": result.dense} | ({"sparse": result.sparse} if result.sparse else {})
@@ -209,11 +209,11 @@ def tune_kb(settings, kb_name: str, questions_path: Path, namespaces: list[str],
     catalog = KnowledgeBaseCatalog.for_settings(settings)
     kb = catalog.get(kb_name)
     tuning, unseen = split_unseen(read_questions(questions_path))
-    retriever = Retriever(settings, catalog)
+    retriever = Retriever(settings)
     try:
         search_filter = chunk_pb2.SearchFilter(namespaces=namespaces)
-        tuning_runs = collect_runs(retriever, kb_name, tuning, search_filter, progress="tuning part")
-        unseen_runs = collect_runs(retriever, kb_name, unseen, search_filter, progress="unseen part")
+        tuning_runs = collect_runs(retriever, kb, tuning, search_filter, progress="tuning part")
+        unseen_runs = collect_runs(retriever, kb, unseen, search_filter, progress="unseen part")
     finally:
         retriever.close()
     fitted = fit(tuning_runs, kb.retriever.sparse_weight)

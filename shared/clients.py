@@ -28,7 +28,7 @@ from shared.contracts import (
     retriever_pb2,
     retriever_pb2_grpc,
 )
-from shared import tenancy, tls
+from shared import kb_settings, tenancy, tls
 from shared.errors import from_rpc_error
 from shared.server import MAX_MESSAGE_BYTES
 
@@ -63,7 +63,8 @@ def channel_target(address: str) -> str:
 class _ServiceClient:
     """Channel + stub + call wrapper shared by the typed clients.
 
-    Every request with a `context` field gets the current tenant (shared/tenancy.py).
+    Every request with a `context` field gets the current tenant (shared/tenancy.py) and, when it names
+    the current knowledge base, that KB's settings for this service (shared/kb_settings.py).
     With `tls_dir`, the channel is mutual TLS under the caller's `identity` (its
     service certificate) and is rebuilt when the files are rotated.
     """
@@ -104,7 +105,7 @@ class _ServiceClient:
 
     def _call(self, method: str, request, *, timeout_s: float | None = None, idempotent: bool = False):
         """Call with a deadline; retry with backoff on UNAVAILABLE when the call is idempotent."""
-        tenancy.attach(request)
+        self._attach(request)
         attempts = RETRY_ATTEMPTS if idempotent else 1
         for attempt in range(1, attempts + 1):
             try:
@@ -115,6 +116,10 @@ class _ServiceClient:
                     continue
                 raise from_rpc_error(error, service=self.service) from None
         raise AssertionError("unreachable")
+
+    def _attach(self, request) -> None:
+        tenancy.attach(request)
+        kb_settings.attach(request, self.service)
 
     def health(self, timeout_s: float = 2.0) -> str:
         """The service's health status name over this client's channel (mTLS included), or the error code."""
@@ -173,7 +178,7 @@ class IndexerClient(_ServiceClient):
 
         Iterating raises the project's exceptions, like every other call.
         """
-        tenancy.attach(request)
+        self._attach(request)
         return _TranslatedStream(self._stub_now().IndexDocumentStream(request, timeout=timeout_s or self.timeout_s),
                                  self.service)
 
@@ -237,7 +242,7 @@ class GeneratorClient(_ServiceClient):
                         timeout_s: float | None = None):
         """GenerateEvents as the model writes (tokens, then one final); errors become the project's exceptions."""
         request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources)
-        tenancy.attach(request)
+        self._attach(request)
         return _TranslatedStream(self._stub_now().GenerateStream(request, timeout=timeout_s or self.timeout_s),
                                  self.service)
 

@@ -1,40 +1,38 @@
-"""Built-in embedders and stores, registered by name, and helpers that build them for a KB.
+"""Built-in embedders and stores, and helpers that build them for a KB.
 
-Services register their own stage components (rerankers, generators, chunkers)
-in their own packages; this module holds what more than one service needs.
+Every service that embeds or reads a store adds these factories to its own
+registry (`add_storage`); its stage components (rerankers, generators) come
+from its own package. The helpers take the caller's registry; tools and tests
+that pass none get one with only these components.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from shared import registry
+from shared.registry import ComponentRegistry
 from shared.config import EmbedderConfig, KBConfig, KeywordStoreConfig, Settings, VectorStoreConfig
 from shared.embedders import BGEM3Embedder, Embedder, SentenceTransformerEmbedder
 from shared.stores.base import KeywordStore, VectorStore
 
 
-@registry.register("embedder", "sentence-transformers")
-def _sentence_transformers(config: EmbedderConfig) -> Embedder:
+def sentence_transformers_embedder(config: EmbedderConfig) -> Embedder:
     return SentenceTransformerEmbedder(config.model, batch_size=config.batch_size, device=config.device,
                                        languages=config.languages)
 
 
-@registry.register("embedder", "bge-m3")
-def _bge_m3(config: EmbedderConfig) -> Embedder:
+def bge_m3_embedder(config: EmbedderConfig) -> Embedder:
     return BGEM3Embedder(config.model, batch_size=config.batch_size, device=config.device,
                          max_tokens=config.max_tokens, use_fp16=config.use_fp16, languages=config.languages)
 
 
-@registry.register("keyword_store", "sqlite-fts5")
-def _sqlite_fts5(config: KeywordStoreConfig, *, kb: str, settings: Settings) -> KeywordStore:
+def sqlite_fts5_store(config: KeywordStoreConfig, *, kb: str, settings: Settings) -> KeywordStore:
     from shared.stores.sqlite_fts import SqliteFtsKeywordStore
 
     return SqliteFtsKeywordStore(kb_dir(settings, kb) / "keyword.sqlite", analyzer=config.analyzer)
 
 
-@registry.register("keyword_store", "elasticsearch")
-def _elasticsearch(config: KeywordStoreConfig, *, kb: str, settings: Settings) -> KeywordStore:
+def elasticsearch_store(config: KeywordStoreConfig, *, kb: str, settings: Settings) -> KeywordStore:
     from shared.stores.elasticsearch import ElasticsearchKeywordStore
 
     return ElasticsearchKeywordStore(config.hosts, kb=kb, index_prefix=config.index_prefix, analyzer=config.analyzer,
@@ -42,8 +40,7 @@ def _elasticsearch(config: KeywordStoreConfig, *, kb: str, settings: Settings) -
                                      refresh=config.refresh, shards=config.shards, replicas=config.replicas)
 
 
-@registry.register("vector_store", "milvus")
-def _milvus(config: VectorStoreConfig, *, kb: str, settings: Settings, embedder: Embedder) -> VectorStore:
+def milvus_store(config: VectorStoreConfig, *, kb: str, settings: Settings, embedder: Embedder) -> VectorStore:
     from shared.stores.milvus import MilvusVectorStore
 
     uri = config.uri or str(settings.data_dir / "milvus.db")
@@ -58,20 +55,36 @@ def kb_dir(settings: Settings, kb: str) -> Path:
     return settings.data_dir / "kbs" / kb
 
 
-def embedder_for(kb: KBConfig) -> Embedder:
+def add_storage(registry: ComponentRegistry) -> ComponentRegistry:
+    """Add the embedders and stores to a service's registry."""
+    return (registry.add("embedder", "sentence-transformers", sentence_transformers_embedder)
+            .add("embedder", "bge-m3", bge_m3_embedder)
+            .add("keyword_store", "sqlite-fts5", sqlite_fts5_store)
+            .add("keyword_store", "elasticsearch", elasticsearch_store)
+            .add("vector_store", "milvus", milvus_store))
+
+
+def storage_registry(service: str = "") -> ComponentRegistry:
+    return add_storage(ComponentRegistry(service))
+
+
+def embedder_for(kb: KBConfig, registry: ComponentRegistry | None = None) -> Embedder:
     config = kb.embedder
-    return registry.create("embedder", config.name, config, cache_key=(config.model_dump_json(),))
+    return (registry or storage_registry()).create("embedder", config.name, config,
+                                                   cache_key=(config.model_dump_json(),))
 
 
-def keyword_store_for(kb: KBConfig, settings: Settings) -> KeywordStore:
+def keyword_store_for(kb: KBConfig, settings: Settings, registry: ComponentRegistry | None = None) -> KeywordStore:
     config = kb.keyword_store
-    return registry.create("keyword_store", config.name, config, kb=kb.name, settings=settings,
-                           cache_key=(kb.name, str(settings.data_dir), config.model_dump_json()))
+    return (registry or storage_registry()).create(
+        "keyword_store", config.name, config, kb=kb.name, settings=settings,
+        cache_key=(kb.name, str(settings.data_dir), config.model_dump_json()))
 
 
-def vector_store_for(kb: KBConfig, settings: Settings) -> VectorStore:
+def vector_store_for(kb: KBConfig, settings: Settings, registry: ComponentRegistry | None = None) -> VectorStore:
+    registry = registry or storage_registry()
     config = kb.vector_store
-    embedder = embedder_for(kb)
+    embedder = embedder_for(kb, registry)
     return registry.create("vector_store", config.name, config, kb=kb.name, settings=settings, embedder=embedder,
                            cache_key=(kb.name, str(settings.data_dir), config.model_dump_json(),
                                       embedder.model_id, embedder.dimension))

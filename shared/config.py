@@ -330,10 +330,14 @@ class KBConfig(_Section):
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as error:
             raise InvalidArgument(f"knowledge base config is not valid YAML: {error}") from None
+        return cls.from_mapping(data, name=name)
+
+    @classmethod
+    def from_mapping(cls, data, *, name: str | None = None) -> KBConfig:
         if not isinstance(data, dict):
             raise InvalidArgument("knowledge base config must be a YAML mapping")
         if name is not None:
-            data["name"] = name
+            data = {**data, "name": name}
         try:
             return cls.model_validate(data)
         except ValidationError as error:
@@ -358,8 +362,17 @@ class KBConfig(_Section):
 
         `operator_tool`: the config comes from an operator's command on the server (`ragkb kb configure`),
         which may also set the records in OPERATOR_RECORDS."""
-        config = cls.from_yaml(text, name=name)
-        data = yaml.safe_load(text) or {}
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as error:
+            raise InvalidArgument(f"knowledge base config is not valid YAML: {error}") from None
+        return cls.from_tenant_mapping(data, name=name, profiles=profiles, operator_tool=operator_tool)
+
+    @classmethod
+    def from_tenant_mapping(cls, data, *, name: str, profiles: OperatorProfiles,
+                            operator_tool: bool = False) -> KBConfig:
+        """`from_tenant_yaml` for a config already parsed (the KB settings an inner call carries)."""
+        config = cls.from_mapping(data, name=name)
         for section, keys in OPERATOR_FIELDS.items():
             given = sorted(set(data.get(section) or {}) & set(keys))
             if given:

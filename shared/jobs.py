@@ -53,13 +53,14 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated_at TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
     started_at TEXT NOT NULL DEFAULT '',
-    runner TEXT NOT NULL DEFAULT ''
+    runner TEXT NOT NULL DEFAULT '',
+    kb_settings BLOB NOT NULL DEFAULT x''
 );
 CREATE INDEX IF NOT EXISTS jobs_by_kb ON jobs(kb, created_at);
 """
 # columns added after the first release, for job databases created before them
 _ADDED_COLUMNS = {"attempts": "INTEGER NOT NULL DEFAULT 0", "started_at": "TEXT NOT NULL DEFAULT ''",
-                  "runner": "TEXT NOT NULL DEFAULT ''"}
+                  "runner": "TEXT NOT NULL DEFAULT ''", "kb_settings": "BLOB NOT NULL DEFAULT x''"}
 
 FINAL_STATES = {gateway_pb2.JOB_STATE_DONE, gateway_pb2.JOB_STATE_FAILED, gateway_pb2.JOB_STATE_CANCELLED}
 _COLUMNS = ("job_id", "kb", "namespace", "doc_id", "filename", "state", "error", "chunks_total", "chunks_done",
@@ -164,15 +165,19 @@ class JobStore:
                     pass
 
     def create(self, *, kb: str, namespace: str, doc_id: str, filename: str, content: bytes,
-               metadata_json: str = "{}") -> gateway_pb2.IngestJob:
-        """Persist the upload next to the job record; the task receives only the job id."""
+               metadata_json: str = "{}", kb_settings: bytes = b"") -> gateway_pb2.IngestJob:
+        """Persist the upload next to the job record; the task receives only the job id.
+
+        `kb_settings`: the serialized `KnowledgeBaseSettings` the worker runs the job with (shared/kb_settings.py),
+        resolved by the gateway when it accepted the job."""
         job_id = uuid.uuid4().hex
         now = _now()
         with self._db.transaction() as db:  # the job and its upload appear together or not at all
             db.execute(
                 "INSERT INTO jobs(job_id, kb, namespace, doc_id, filename, upload_path, state, metadata, created_at, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?)",
-                (job_id, kb, namespace, doc_id, filename, gateway_pb2.JOB_STATE_QUEUED, metadata_json, now, now),
+                "updated_at, kb_settings) VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?)",
+                (job_id, kb, namespace, doc_id, filename, gateway_pb2.JOB_STATE_QUEUED, metadata_json, now, now,
+                 kb_settings),
             )
             location = self._uploads.put(job_id, content, db)
             if location:
@@ -198,6 +203,13 @@ class JobStore:
     def discard_upload(self, job_id: str) -> None:
         """Forget a job's upload once its document is indexed."""
         self._uploads.discard(job_id)
+
+    def kb_settings_of(self, job_id: str) -> bytes:
+        """The serialized KB settings the job was accepted with (empty for jobs from before they were kept)."""
+        row = self._db.execute("SELECT kb_settings FROM jobs WHERE job_id = ?", (job_id,)).one()
+        if row is None:
+            raise NotFound(f"job {job_id!r} does not exist")
+        return bytes(row[0])
 
     def update(self, job_id: str, *, state: int | None = None, error: str | None = None,
                chunks_total: int | None = None, chunks_done: int | None = None, outcome: int | None = None,
@@ -277,8 +289,9 @@ class JobStore:
                                      "only queued or running jobs can be cancelled")
         return self.get(job_id)
 
-    def retry(self, job_id: str) -> gateway_pb2.IngestJob:
-        """A new queued job with the same document and upload as a job that is not running.
+    def retry(self, job_id: str, *, kb_settings: bytes | None = None) -> gateway_pb2.IngestJob:
+        """A new queued job with the same document and upload as a job that is not running, run with
+        `kb_settings` (None = the old job's).
 
         A queued job (e.g. one whose dispatch was lost) is cancelled in favour of the new one, so the
         two never both run.
@@ -289,7 +302,8 @@ class JobStore:
                                      "retried (cancel it first)")
         content, metadata_json = self.upload_of(job_id)
         retried = self.create(kb=job.kb, namespace=job.namespace, doc_id=job.doc_id, filename=job.filename,
-                              content=content, metadata_json=metadata_json)
+                              content=content, metadata_json=metadata_json,
+                              kb_settings=self.kb_settings_of(job_id) if kb_settings is None else kb_settings)
         self.update(job_id, state=gateway_pb2.JOB_STATE_CANCELLED, error=f"superseded by retry {retried.job_id}")
         return retried
 

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from shared.errors import FailedPrecondition, InvalidArgument
+from shared.files import file_stamp
 
 log = logging.getLogger("ragkb.profiles")
 
@@ -113,6 +115,31 @@ class OperatorProfiles(_Profile):
             raise InvalidArgument(f"unknown template set {name!r}; this server offers: "
                                   f"{', '.join(sorted(self.templates)) or 'none'}")
         return self.templates[name]
+
+
+class LiveProfiles:
+    """One process's operator profiles, re-read when the file changes (None = the built-in profiles).
+
+    Every service reads its own copy (in Kubernetes, the `ragkb-profiles` ConfigMap each pod mounts)."""
+
+    def __init__(self, path: Path | None):
+        self._path = path
+        self._stamp: tuple | None = None
+        self._profiles = OperatorProfiles()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_settings(cls, settings) -> LiveProfiles:
+        return cls(profiles_path(settings))
+
+    def current(self) -> OperatorProfiles:
+        if self._path is not None:
+            stamp = file_stamp(self._path)
+            if stamp != self._stamp:
+                with self._lock:
+                    self._profiles = OperatorProfiles.read(self._path)
+                    self._stamp = stamp
+        return self._profiles
 
 
 def read_secret(profile_name: str, *, env_name: str = "", file_name: str = "",

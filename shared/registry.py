@@ -1,9 +1,13 @@
-"""Component registry: (kind, name) -> factory, so swapping a component is a config change.
+"""Component registries: (kind, name) -> factory, so swapping a component is a config change.
 
-Factories take the component's config section (and, where they need it, the
-process settings) and return an object that satisfies the kind's Protocol.
-Instances are cached per (kind, name, config), so one process that runs several
-services shares one model and one store connection.
+Each service builds its own registry in its `main` from the factories it offers:
+the shared ones (embedders, stores, the cross-encoder) from `shared/`, its own
+from its package. Nothing registers on import, so what a process can build is
+exactly what its main put in, whichever other modules happen to be imported.
+
+Instances are cached process-wide per (kind, name, factory, config), so one
+process that runs several services (embedded mode) shares one model and one
+store connection even though each service has its own registry.
 """
 
 from __future__ import annotations
@@ -14,37 +18,38 @@ from typing import Any
 
 from shared.errors import FailedPrecondition
 
-_factories: dict[tuple[str, str], Callable[..., Any]] = {}
 _instances: dict[tuple, Any] = {}
 _lock = threading.RLock()
 
 
-def register(kind: str, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def decorator(factory: Callable[..., Any]) -> Callable[..., Any]:
-        _factories[(kind, name)] = factory
-        return factory
+class ComponentRegistry:
+    """The components one service offers; `service` names it in the error for an unknown component."""
 
-    return decorator
+    def __init__(self, service: str = ""):
+        self.service = service
+        self._factories: dict[tuple[str, str], Callable[..., Any]] = {}
 
+    def add(self, kind: str, name: str, factory: Callable[..., Any]) -> ComponentRegistry:
+        self._factories[(kind, name)] = factory
+        return self
 
-def names(kind: str) -> list[str]:
-    _load_builtin_components()
-    return sorted(name for k, name in _factories if k == kind)
+    def names(self, kind: str) -> list[str]:
+        return sorted(name for k, name in self._factories if k == kind)
 
-
-def create(kind: str, name: str, *args: Any, cache_key: tuple | None = None, **kwargs: Any) -> Any:
-    """Build (or reuse, when `cache_key` is given) the component registered as (kind, name)."""
-    _load_builtin_components()
-    factory = _factories.get((kind, name))
-    if factory is None:
-        raise FailedPrecondition(f"unknown {kind} {name!r}; available: {', '.join(names(kind)) or 'none'}")
-    if cache_key is None:
-        return factory(*args, **kwargs)
-    key = (kind, name, *cache_key)
-    with _lock:
-        if key not in _instances:
-            _instances[key] = factory(*args, **kwargs)
-        return _instances[key]
+    def create(self, kind: str, name: str, *args: Any, cache_key: tuple | None = None, **kwargs: Any) -> Any:
+        """Build (or reuse, when `cache_key` is given) the component registered as (kind, name)."""
+        factory = self._factories.get((kind, name))
+        if factory is None:
+            where = f"the {self.service} service" if self.service else "this process"
+            raise FailedPrecondition(f"unknown {kind} {name!r}; {where} offers: "
+                                     f"{', '.join(self.names(kind)) or 'none'}")
+        if cache_key is None:
+            return factory(*args, **kwargs)
+        key = (kind, name, factory.__module__, factory.__qualname__, *cache_key)
+        with _lock:
+            if key not in _instances:
+                _instances[key] = factory(*args, **kwargs)
+            return _instances[key]
 
 
 def clear_cache() -> None:
@@ -55,8 +60,3 @@ def clear_cache() -> None:
             if callable(close):
                 close()
         _instances.clear()
-
-
-def _load_builtin_components() -> None:
-    # Importing the modules runs their @register decorators.
-    import shared.components  # noqa: F401

@@ -2,20 +2,21 @@
 
 It provides: the standard health service with real state (NOT_SERVING until the
 service says it is ready, NOT_SERVING again as soon as shutdown starts), server
-reflection, an interceptor that logs each call, rejects calls whose deadline has
-already passed and turns the project's exceptions into gRPC status codes, and a
-graceful stop on SIGTERM/SIGINT.
+reflection, an interceptor that logs each call (unary or server-streaming), rejects
+calls whose deadline has already passed and turns the project's exceptions into gRPC
+status codes, and a graceful stop on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from typing import Any
 
@@ -35,48 +36,70 @@ SERVER_OPTIONS = [
 
 
 class ServiceInterceptor(grpc.ServerInterceptor):
-    """Logging, deadline and error translation for unary calls."""
+    """Logging, deadline and error translation for unary calls and server streams alike, so servicers
+    raise the project's errors and never translate them by hand."""
 
     def __init__(self, service_name: str):
         self._service_name = service_name
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None:
             return handler
         method = handler_call_details.method
-        inner = handler.unary_unary
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
 
-        def wrapped(request, context: grpc.ServicerContext):
-            started = time.perf_counter()
+            def unary(request, context: grpc.ServicerContext):
+                with self._translated(method, context):
+                    return inner(request, context)
+
+            return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=handler.request_deserializer,
+                                                       response_serializer=handler.response_serializer)
+        if handler.unary_stream is not None:
+            inner_stream = handler.unary_stream
+
+            def stream(request, context: grpc.ServicerContext):
+                with self._translated(method, context):
+                    yield from inner_stream(request, context)
+
+            return grpc.unary_stream_rpc_method_handler(stream, request_deserializer=handler.request_deserializer,
+                                                        response_serializer=handler.response_serializer)
+        return handler
+
+    @contextlib.contextmanager
+    def _translated(self, method: str, context: grpc.ServicerContext) -> Iterator[None]:
+        """Run one call: refuse it when its deadline has passed, map errors to status codes, log the outcome.
+
+        For a stream the block spans the whole iteration, so an error after the first message is
+        translated too; a caller that goes away mid-stream closes it (logged as CANCELLED)."""
+        started = time.perf_counter()
+        code = grpc.StatusCode.OK
+        try:
             remaining = context.time_remaining()
             if remaining is not None and remaining <= 0:
-                context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"{method}: deadline passed before the call started")
-            code = grpc.StatusCode.OK
-            try:
-                return inner(request, context)
-            except RagkbError as error:
-                code = error.code
-                context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
-                context.abort(error.code, str(error))
-            except Exception as error:  # grpc's own abort raises a bare Exception too
-                if context.code() not in (None, grpc.StatusCode.OK):
-                    code = context.code()
-                    raise
-                code = grpc.StatusCode.INTERNAL
-                log.error("%s failed: %s", method, traceback.format_exc())
-                context.abort(grpc.StatusCode.INTERNAL, f"{method}: {type(error).__name__}: {error}")
-            finally:
-                log.info(
-                    "rpc", extra={"service": self._service_name, "method": method, "code": code.name,
-                                  "ms": round((time.perf_counter() - started) * 1000, 2)},
-                )
-
-        return grpc.unary_unary_rpc_method_handler(
-            wrapped,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+                code = grpc.StatusCode.DEADLINE_EXCEEDED
+                context.abort(code, f"{method}: deadline passed before the call started")
+            yield
+        except RagkbError as error:
+            code = error.code
+            context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
+            context.abort(error.code, str(error))
+        except GeneratorExit:
+            code = grpc.StatusCode.CANCELLED
+            raise
+        except Exception as error:  # grpc's own abort raises a bare Exception too
+            if context.code() not in (None, grpc.StatusCode.OK):
+                code = context.code()
+                raise
+            code = grpc.StatusCode.INTERNAL
+            log.error("%s failed: %s", method, traceback.format_exc())
+            context.abort(grpc.StatusCode.INTERNAL, f"{method}: {type(error).__name__}: {error}")
+        finally:
+            log.info(
+                "rpc", extra={"service": self._service_name, "method": method, "code": code.name,
+                              "ms": round((time.perf_counter() - started) * 1000, 2)},
+            )
 
 
 SCOPED_PREFIX = "/ragkb."  # the project's own services; health and reflection stay open for probes
@@ -85,8 +108,8 @@ SCOPED_PREFIX = "/ragkb."  # the project's own services; health and reflection s
 def run_admitted(handler: grpc.RpcMethodHandler, admit: Callable[[Any, grpc.ServicerContext], Any]):
     """`handler` with each call run inside the context manager `admit(request, context)` returns.
 
-    `admit` checks the caller and raises the project's errors to refuse it; unary refusals are
-    translated by `ServiceInterceptor`, stream refusals here (server streams bypass it).
+    `admit` checks the caller and raises the project's errors to refuse it; `ServiceInterceptor`
+    (outermost) translates them, for unary calls and streams alike.
     """
     if handler.unary_unary is not None:
         inner = handler.unary_unary
@@ -101,12 +124,7 @@ def run_admitted(handler: grpc.RpcMethodHandler, admit: Callable[[Any, grpc.Serv
         inner_stream = handler.unary_stream
 
         def stream(request, context):
-            try:
-                scope = admit(request, context)
-            except RagkbError as error:
-                context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
-                context.abort(error.code, str(error))
-            with scope:
+            with admit(request, context):
                 yield from inner_stream(request, context)
 
         return grpc.unary_stream_rpc_method_handler(stream, request_deserializer=handler.request_deserializer,

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 
 import grpc
 
+from shared import kb_settings
 from shared.contracts import chunk_pb2
 from shared.errors import PermissionDenied, Unauthenticated
 from shared.server import SCOPED_PREFIX, run_admitted
@@ -160,7 +161,14 @@ class TenantInterceptor(grpc.ServerInterceptor):
         handler = continuation(handler_call_details)
         if handler is None or not handler_call_details.method.startswith(SCOPED_PREFIX):
             return handler
-        return run_admitted(handler, lambda request, context: acting_for(self._admit(request, context)))
+        return run_admitted(handler, self._admitted)
+
+    @contextlib.contextmanager
+    def _admitted(self, request, context) -> Iterator[None]:
+        """The handler runs for the admitted tenant, with the KB settings the call carries current, so the
+        calls it makes downstream (the reranker's part restoration) carry both on."""
+        with acting_for(self._admit(request, context)), kb_settings.using(kb_settings.carried(request)):
+            yield
 
     def _admit(self, request, context) -> chunk_pb2.TenantContext:
         if self._allowed is not None:

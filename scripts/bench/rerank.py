@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 
-from services.reranker.bge import CrossEncoder  # noqa: E402
+from shared.cross_encoder import CrossEncoder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "scifact"

@@ -53,9 +53,10 @@ def main() -> None:
             failed = [j for j in client.wait(jobs, timeout_s=600) if j["state"] != "done"]
             if failed:
                 sys.exit(f"ingestion failed: {[j['error'] for j in failed]}")
-            retriever = Retriever(stack.settings, KnowledgeBaseCatalog.for_settings(stack.settings))
+            retriever = Retriever(stack.settings)
+            kb = KnowledgeBaseCatalog.for_settings(stack.settings).get(KB)
             try:
-                runs = collect_runs(retriever, KB, questions, chunk_pb2.SearchFilter(namespaces=["default"]))
+                runs = collect_runs(retriever, kb, questions, chunk_pb2.SearchFilter(namespaces=["default"]))
             finally:
                 retriever.close()
             rows = rows_of(runs)

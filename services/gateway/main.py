@@ -28,6 +28,8 @@ from shared.clients import (
 from shared.config import Settings
 from shared.jobs import JobStore
 from shared.kb import KnowledgeBaseCatalog
+from shared.kb_settings import SettingsResolver, for_catalog
+from shared.profiles import LiveProfiles
 from shared.server import ServiceServer, run_until_signalled
 
 
@@ -61,7 +63,7 @@ def connect(settings: Settings) -> Downstream:
 def job_queue(settings: Settings, downstream: Downstream, jobs: JobStore) -> JobQueue:
     if settings.broker_url:
         return CeleryQueue(settings)
-    run_job = partial(run_ingest_job, jobs=jobs, catalog=KnowledgeBaseCatalog.for_settings(settings),
+    run_job = partial(run_ingest_job, jobs=jobs, kbs=SettingsResolver(LiveProfiles.for_settings(settings)),
                       parser=downstream.parser, indexer=downstream.indexer,
                       step_timeout_s=settings.ingest_step_timeout_s)
     return InProcessQueue(run_job, jobs, workers=settings.ingest_workers, slots=settings.ingest_namespace_slots)
@@ -71,9 +73,12 @@ def build(settings: Settings, *, grpc_port: int | None = None, http_port: int | 
     downstream = connect(settings)
     jobs = JobStore.for_settings(settings)
     queue = job_queue(settings, downstream, jobs)
+    # the gateway resolves each request's KB once and passes every inner service its settings
+    knowledge_bases = partial(for_catalog, KnowledgeBaseCatalog.for_settings(settings))
     runtime = runtime_from_settings(settings, retriever=downstream.retriever, reranker=downstream.reranker,
-                                    generator=downstream.generator, jobs=jobs)
-    gateway = Gateway(downstream, jobs, queue, runtime=runtime, keys=auth.key_store_for(settings))
+                                    generator=downstream.generator, jobs=jobs, knowledge_bases=knowledge_bases)
+    gateway = Gateway(downstream, jobs, queue, runtime=runtime, keys=auth.key_store_for(settings),
+                      knowledge_bases=knowledge_bases)
     server = ServiceServer("gateway", host=settings.host,
                            port=settings.port_of(settings.gateway_grpc_addr) if grpc_port is None else grpc_port,
                            interceptors=[AuthInterceptor(gateway.keys)])

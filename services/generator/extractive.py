@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from services.generator.evidence import Evidence, select_evidence
-from shared import registry
 from shared.config import GeneratorConfig
 from shared.contracts import chunk_pb2
 from shared.text import detect_language
@@ -63,8 +62,3 @@ class ExtractiveGenerator:
         separator = "" if language == "zh" else " "
         answer = separator.join(cite(s.text, s.number, language) for s in evidence.span)
         return Draft(answer, False, self.name)
-
-
-@registry.register("generator", "extractive")
-def _extractive(config: GeneratorConfig) -> ExtractiveGenerator:
-    return ExtractiveGenerator(config)

@@ -8,7 +8,6 @@ from services.generator.evidence import Evidence
 from services.generator.extractive import Draft
 from services.generator.openai_client import ChatClient
 from services.generator.prompts import PromptBuilder
-from shared import registry
 from shared.config import GeneratorConfig
 from shared.contracts import chunk_pb2
 from shared.profiles import read_secret
@@ -54,8 +53,3 @@ class ChatGenerator:
 
     def close(self) -> None:
         self._client.close()
-
-
-@registry.register("generator", "openai")
-def _openai(config: GeneratorConfig) -> ChatGenerator:
-    return ChatGenerator(config)

@@ -28,6 +28,7 @@ from shared.config import KBConfig, Settings
 from shared.contracts import chunk_pb2, indexer_pb2
 from shared.errors import FailedPrecondition, InvalidArgument, NotFound
 from shared.kb import KnowledgeBaseCatalog
+from shared.registry import ComponentRegistry
 
 
 @dataclass
@@ -46,8 +47,10 @@ class Progress:
 
 
 class Indexer:
-    def __init__(self, settings: Settings, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry):
+    def __init__(self, settings: Settings, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry,
+                 components_registry: ComponentRegistry | None = None):
         self._settings = settings
+        self._components = components_registry or components.storage_registry("indexer")
         self._catalog = catalog
         self._registry = registry
         self._locks = [threading.Lock() for _ in range(64)]
@@ -59,36 +62,36 @@ class Indexer:
 
     def open_stores(self, kb: KBConfig):
         """Open (creating if needed) both stores; refuses a KB whose recorded model differs from its config."""
-        embedder = components.embedder_for(kb)
+        embedder = components.embedder_for(kb, self._components)
         recorded = self._registry.model_of(kb.name)
         if recorded and recorded != (embedder.model_id, embedder.dimension):
             raise FailedPrecondition(
                 f"knowledge base {kb.name!r} was indexed with {recorded[0]} ({recorded[1]}-d) but is configured "
                 f"with {embedder.model_id} ({embedder.dimension}-d); create a new knowledge base to change models"
             )
-        keyword = components.keyword_store_for(kb, self._settings)
-        vector = components.vector_store_for(kb, self._settings)
+        keyword = components.keyword_store_for(kb, self._settings, self._components)
+        vector = components.vector_store_for(kb, self._settings, self._components)
         self._registry.record_model(kb.name, embedder.model_id, embedder.dimension)
         return embedder, keyword, vector
 
-    def index_document(self, kb_name: str, namespace: str, doc_id: str, content_hash: str,
+    def index_document(self, kb: KBConfig, namespace: str, doc_id: str, content_hash: str,
                        chunks: list[chunk_pb2.KnowledgeChunk], source_uri: str = "") -> IndexReport:
         report = None
-        for step in self.index_steps(kb_name, namespace, doc_id, content_hash, chunks, source_uri):
+        for step in self.index_steps(kb, namespace, doc_id, content_hash, chunks, source_uri):
             if isinstance(step, IndexReport):
                 report = step
         return report
 
-    def index_steps(self, kb_name: str, namespace: str, doc_id: str, content_hash: str,
+    def index_steps(self, kb: KBConfig, namespace: str, doc_id: str, content_hash: str,
                     chunks: list[chunk_pb2.KnowledgeChunk], source_uri: str = "") -> Iterator[Progress | IndexReport]:
         """Index one document, yielding `Progress` after each written batch and the `IndexReport` last.
 
-        Closing the generator before it finishes rolls the attempt back.
+        `kb` is the effective config the request carried. Closing the generator before it finishes rolls
+        the attempt back.
         """
-        _validate_chunks(kb_name, namespace, doc_id, chunks)
-        kb = self._catalog.get(kb_name)
+        _validate_chunks(kb.name, namespace, doc_id, chunks)
         embedder, keyword, vector = self.open_stores(kb)
-        with self.document_lock(kb_name, namespace, doc_id):
+        with self.document_lock(kb.name, namespace, doc_id):
             yield from self._index_locked(kb, embedder, keyword, vector, namespace, doc_id, content_hash, chunks,
                                           source_uri)
 
@@ -181,8 +184,8 @@ class Indexer:
         key = "\x1f".join((kb_name, namespace, doc_id)).encode()
         return self._locks[zlib.crc32(key) % len(self._locks)]
 
-    def delete_document(self, kb_name: str, namespace: str, doc_id: str) -> int:
-        kb = self._catalog.get(kb_name)
+    def delete_document(self, kb: KBConfig, namespace: str, doc_id: str) -> int:
+        kb_name = kb.name
         _, keyword, vector = self.open_stores(kb)
         with self.document_lock(kb_name, namespace, doc_id):
             previous = self._registry.get(kb_name, namespace, doc_id)

@@ -6,18 +6,22 @@ from services.indexer import servicer
 from services.indexer.indexer import Indexer
 from services.indexer.reconciler import PeriodicReconciler, Reconciler
 from services.indexer.registry import DocumentRegistry
+from shared.components import storage_registry
 from shared.config import Settings
 from shared.kb import KnowledgeBaseCatalog
+from shared.kb_settings import SettingsResolver
+from shared.profiles import LiveProfiles
 from shared.server import ServiceServer, run_service
 
 
 def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     catalog = KnowledgeBaseCatalog.for_settings(settings)
     registry = DocumentRegistry.for_settings(settings)
-    indexer = Indexer(settings, catalog, registry)
+    indexer = Indexer(settings, catalog, registry, storage_registry("indexer"))
     server = ServiceServer.inner("indexer", settings, port=settings.port_of(settings.indexer_addr) if port is None else port)
     reconciler = Reconciler(indexer, catalog, registry)
-    servicer.add_to(server, indexer, catalog, registry, reconciler)
+    servicer.add_to(server, indexer, catalog, registry, reconciler,
+                    SettingsResolver(LiveProfiles.for_settings(settings)))
     schedule = PeriodicReconciler(reconciler, catalog, settings.reconcile_interval_s)
 
     def open_every_kb() -> None:

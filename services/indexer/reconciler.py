@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from services.indexer.indexer import Indexer
 from services.indexer.registry import INCOMPLETE, INDEXED, INDEXING, DocumentEntry, DocumentRegistry
+from shared.config import KBConfig
 from shared.kb import KnowledgeBaseCatalog
 
 log = logging.getLogger("ragkb.indexer.reconciler")
@@ -56,8 +57,8 @@ class Reconciler:
         self._catalog = catalog
         self._registry = registry
 
-    def reconcile(self, kb_name: str, namespace: str = "", *, dry_run: bool = False) -> Report:
-        kb = self._catalog.get(kb_name)
+    def reconcile(self, kb: KBConfig, namespace: str = "", *, dry_run: bool = False) -> Report:
+        kb_name = kb.name
         embedder, keyword, vector = self._indexer.open_stores(kb)
         report = Report(kb=kb_name)
         for entry in self._registry.list(kb_name, namespace):
@@ -94,7 +95,7 @@ class Reconciler:
         for kb_name in self._catalog.names():
             if not any(e.status == INDEXING for e in self._registry.list(kb_name)):
                 continue
-            report = self.reconcile(kb_name)
+            report = self.reconcile(self._catalog.get(kb_name))
             rolled_back += sum(r.action.startswith("rolled-back") for r in report.repairs)
         if rolled_back:
             log.warning("rolled back %d documents whose indexing was interrupted", rolled_back)
@@ -178,7 +179,7 @@ class PeriodicReconciler:
         while not self._stop.wait(self._interval_s):
             for name in self._catalog.names():
                 try:
-                    self._reconciler.reconcile(name)
+                    self._reconciler.reconcile(self._catalog.get(name))
                 except Exception:  # one broken KB must not stop the schedule for the others
                     log.exception("scheduled reconciliation of %s failed", name)
 

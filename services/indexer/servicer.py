@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
-import grpc
-
 from services.indexer.indexer import IndexReport, Indexer
 from services.indexer.reconciler import Reconciler
 from services.indexer.registry import DocumentRegistry
 from shared import tenancy
 from shared.contracts import chunk_pb2, indexer_pb2, indexer_pb2_grpc
 from shared.embedders import model_slug
-from shared.errors import ERROR_KIND_KEY, InvalidArgument, PermissionDenied, RagkbError
+from shared.errors import InvalidArgument, PermissionDenied
 from shared.kb import KnowledgeBaseCatalog
+from shared.kb_settings import SettingsResolver
 
 SERVICE_NAME = "ragkb.v1.IndexerService"
 
 
 class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
+    """Document writes, deletes, listings and reconciliations act on the KB settings the request carries;
+    the catalog is read only for the knowledge-base lifecycle calls (create, get, list)."""
+
     def __init__(self, indexer: Indexer, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry,
-                 reconciler: Reconciler):
+                 reconciler: Reconciler, kbs: SettingsResolver):
         self._indexer = indexer
         self._catalog = catalog
+        self._kbs = kbs
         self._registry = registry
         self._reconciler = reconciler
 
@@ -60,21 +63,16 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
 
     def IndexDocument(self, request: indexer_pb2.IndexDocumentRequest, context):
         self._writable(request.namespace)
-        report = self._indexer.index_document(request.kb, request.namespace, request.doc_id, request.content_hash,
-                                              list(request.chunks), request.source_uri)
+        report = self._indexer.index_document(self._kbs.config(request), request.namespace, request.doc_id,
+                                              request.content_hash, list(request.chunks), request.source_uri)
         return _response(report)
 
     def IndexDocumentStream(self, request: indexer_pb2.IndexDocumentRequest, context):
-        # Streams bypass the unary interceptor: errors are translated here. When the caller
-        # cancels or goes away, grpc drops this generator, which closes `steps` and so
-        # rolls the document back.
-        try:
-            self._writable(request.namespace)
-        except RagkbError as error:
-            context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
-            context.abort(error.code, str(error))
-        steps = self._indexer.index_steps(request.kb, request.namespace, request.doc_id, request.content_hash,
-                                          list(request.chunks), request.source_uri)
+        # When the caller cancels or goes away, grpc closes this generator, which closes `steps`
+        # and so rolls the document back.
+        self._writable(request.namespace)
+        steps = self._indexer.index_steps(self._kbs.config(request), request.namespace, request.doc_id,
+                                          request.content_hash, list(request.chunks), request.source_uri)
         try:
             for step in steps:
                 if not context.is_active():
@@ -84,11 +82,6 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
                                                     chunks_total=len(request.chunks), result=_response(step))
                 else:
                     yield indexer_pb2.IndexProgress(chunks_done=step.chunks_done, chunks_total=step.chunks_total)
-        except RagkbError as error:
-            context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
-            context.abort(error.code, str(error))
-        except Exception as error:
-            context.abort(grpc.StatusCode.INTERNAL, f"IndexDocumentStream: {type(error).__name__}: {error}")
         finally:
             steps.close()
 
@@ -97,7 +90,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
         if not request.namespace and not tenancy.require().all_namespaces:
             raise PermissionDenied("reconciling every namespace needs an operator key; name a namespace")
         tenancy.check_namespaces([request.namespace])
-        report = self._reconciler.reconcile(request.kb, request.namespace, dry_run=request.dry_run)
+        report = self._reconciler.reconcile(self._kbs.config(request), request.namespace, dry_run=request.dry_run)
         return indexer_pb2.ReconcileReport(
             kb=report.kb, documents_checked=report.documents_checked, chunks_checked=report.chunks_checked,
             skipped=report.skipped, keyword_chunks=report.keyword_chunks, vector_chunks=report.vector_chunks,
@@ -106,11 +99,11 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
 
     def DeleteDocument(self, request, context):
         self._writable(request.namespace)
-        deleted = self._indexer.delete_document(request.kb, request.namespace, request.doc_id)
+        deleted = self._indexer.delete_document(self._kbs.config(request), request.namespace, request.doc_id)
         return indexer_pb2.DeleteDocumentResponse(chunks_deleted=deleted)
 
     def ListDocuments(self, request, context):
-        self._catalog.get(request.kb)
+        self._kbs.config(request)  # a KB the gateway resolved: it exists and is servable
         namespaces = tenancy.check_namespaces([request.namespace]) or [""]  # [""] = every namespace
         return indexer_pb2.ListDocumentsResponse(documents=[
             indexer_pb2.DocumentRecord(doc_id=d.doc_id, namespace=d.namespace, version=d.version,
@@ -129,6 +122,6 @@ def _response(report: IndexReport) -> indexer_pb2.IndexDocumentResponse:
 
 
 def add_to(server, indexer: Indexer, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry,
-           reconciler: Reconciler) -> None:
+           reconciler: Reconciler, kbs: SettingsResolver) -> None:
     server.add(indexer_pb2_grpc.add_IndexerServiceServicer_to_server,
-               IndexerServicer(indexer, catalog, registry, reconciler), SERVICE_NAME)
+               IndexerServicer(indexer, catalog, registry, reconciler, kbs), SERVICE_NAME)

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from services.reranker import servicer
+from services.reranker.rerankers import add_rerankers
 from shared.clients import RetrieverClient
+from shared.components import storage_registry
 from shared.config import Settings
-from shared.kb import KnowledgeBaseCatalog
+from shared.kb_settings import SettingsResolver
+from shared.profiles import LiveProfiles
+from shared.registry import ComponentRegistry
 from shared.server import ServiceServer, run_service
+
+
+def components() -> ComponentRegistry:
+    """Rerankers and the cross-encoder; the embedder counts the context budget's tokens."""
+    return add_rerankers(storage_registry("reranker"))
 
 
 def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
@@ -14,7 +23,7 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     # split-part restoration fetches siblings through the retriever, which owns store reads
     retriever = RetrieverClient(settings.retriever_addr, timeout_s=settings.rpc_timeout_s,
                                 tls_dir=settings.tls_dir, identity="reranker")
-    servicer.add_to(server, KnowledgeBaseCatalog.for_settings(settings), retriever)
+    servicer.add_to(server, components(), SettingsResolver(LiveProfiles.for_settings(settings)), retriever)
     server.add_closer(retriever.close)
     return server
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared import registry
 from shared.config import RerankerConfig
+from shared.cross_encoder import add_cross_encoder, cross_encoder_for
+from shared.registry import ComponentRegistry
 from shared.contracts import chunk_pb2, reranker_pb2
 
 
@@ -39,13 +40,17 @@ class PassthroughReranker:
         return RerankOutcome(kept=list(candidates), dropped=[], model=self.name)
 
 
-@registry.register("reranker", "passthrough")
-def _passthrough(config: RerankerConfig) -> Reranker:
+def add_rerankers(registry: ComponentRegistry) -> ComponentRegistry:
+    """The reranker service's components: its rerankers and the shared cross-encoder the bge one scores with."""
+    add_cross_encoder(registry)
+    return registry.add("reranker", "passthrough", passthrough).add("reranker", "bge", bge)
+
+
+def passthrough(config: RerankerConfig, *, registry: ComponentRegistry) -> Reranker:
     return PassthroughReranker()
 
 
-@registry.register("reranker", "bge")
-def _bge(config: RerankerConfig) -> Reranker:
+def bge(config: RerankerConfig, *, registry: ComponentRegistry) -> Reranker:
     from services.reranker.bge import BgeReranker
 
-    return BgeReranker(config)
+    return BgeReranker(config, cross_encoder_for(config, registry) if config.enabled else None)

@@ -5,28 +5,31 @@ from __future__ import annotations
 import time
 from functools import partial
 
-from services.reranker import rerankers  # noqa: F401  (registers the built-in rerankers)
 from services.reranker.assembly import Budget, assemble
-from shared import components, registry, tenancy
+from shared import components, tenancy
 from shared.clients import RetrieverClient
 from shared.contracts import chunk_pb2, reranker_pb2, reranker_pb2_grpc
-from shared.kb import KnowledgeBaseCatalog
+from shared.kb_settings import SettingsResolver
+from shared.registry import ComponentRegistry
 
 SERVICE_NAME = "ragkb.v1.RerankerService"
 
 
 class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
-    """Split parts are restored through the retriever: the reranker never opens a store itself."""
+    """Split parts are restored through the retriever: the reranker never opens a store itself. The KB's
+    settings come with the request and go on to the retriever with the sibling fetch."""
 
-    def __init__(self, catalog: KnowledgeBaseCatalog, retriever: RetrieverClient | None = None):
-        self._catalog = catalog
+    def __init__(self, registry: ComponentRegistry, kbs: SettingsResolver, retriever: RetrieverClient | None = None):
+        self._registry = registry
+        self._kbs = kbs
         self._retriever = retriever
 
     def Rerank(self, request: reranker_pb2.RerankRequest, context) -> reranker_pb2.RerankResponse:
         tenancy.check_chunks(c.chunk for c in request.candidates)
-        kb = self._catalog.get(request.kb)
+        kb = self._kbs.config(request)
         config = kb.reranker
-        reranker = registry.create("reranker", config.name, config, cache_key=(config.model_dump_json(),))
+        reranker = self._registry.create("reranker", config.name, config, registry=self._registry,
+                                         cache_key=(config.model_dump_json(),))
         top_n = request.top_n or config.top_n
         started = time.perf_counter()
         outcome = reranker.rerank(request.query, list(request.candidates), top_n)
@@ -35,7 +38,7 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
         budget = Budget(top_n=top_n, max_context_tokens=config.max_context_tokens,
                         mmr_threshold=config.mmr_threshold, restore_parts=config.restore_parts)
         fetch = partial(self._retriever.chunks_by_group, request.kb) if self._retriever else None
-        assembly = assemble(outcome.kept, budget, count_tokens=components.embedder_for(kb).count_tokens,
+        assembly = assemble(outcome.kept, budget, count_tokens=components.embedder_for(kb, self._registry).count_tokens,
                             fetch_siblings=fetch)
         assemble_ms = _ms(started)
         dropped = [*outcome.dropped, *assembly.dropped]
@@ -55,6 +58,7 @@ def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
 
-def add_to(server, catalog: KnowledgeBaseCatalog, retriever: RetrieverClient | None = None) -> None:
-    server.add(reranker_pb2_grpc.add_RerankerServiceServicer_to_server, RerankerServicer(catalog, retriever),
+def add_to(server, registry: ComponentRegistry, kbs: SettingsResolver,
+           retriever: RetrieverClient | None = None) -> None:
+    server.add(reranker_pb2_grpc.add_RerankerServiceServicer_to_server, RerankerServicer(registry, kbs, retriever),
                SERVICE_NAME)

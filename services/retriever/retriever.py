@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from services.retriever.competence import effective_weights, measure
 from services.retriever.fusion import FusionSpec, fuse
 from shared import components
-from shared.config import RetrieverConfig, Settings
+from shared.config import KBConfig, RetrieverConfig, Settings
 from shared.contracts import chunk_pb2
 from shared.errors import InvalidArgument, Unavailable
-from shared.kb import KnowledgeBaseCatalog
+from shared.registry import ComponentRegistry
 from shared.stores.base import require_namespaces
 from shared.stores.filters import metadata_pairs
 from shared.text import detect_language
@@ -62,38 +62,39 @@ def route_depths(config: RetrieverConfig, requested: int = 0) -> tuple[int, int]
 
 
 class Retriever:
-    def __init__(self, settings: Settings, catalog: KnowledgeBaseCatalog, *, max_workers: int = 8):
+    """Stateless per knowledge base: each call gets the KB's effective config (from the request's settings)."""
+
+    def __init__(self, settings: Settings, registry: ComponentRegistry | None = None, *, max_workers: int = 8):
         self._settings = settings
-        self._catalog = catalog
+        self._registry = registry or components.storage_registry("retriever")
         self._pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="route")
 
-    def retrieve(self, kb_name: str, query: str, search_filter: chunk_pb2.SearchFilter, *, top_k: int = 0,
+    def retrieve(self, kb: KBConfig, query: str, search_filter: chunk_pb2.SearchFilter, *, top_k: int = 0,
                  candidate_depth: int = 0) -> RetrievalResult:
         # a bad filter is the caller's error, not a route failure: check it before the routes run
         require_namespaces(search_filter)
         metadata_pairs(search_filter)
-        kb = self._catalog.get(kb_name)
         config = kb.retriever
         bm25_depth, dense_depth = route_depths(config, candidate_depth)
         top_k = top_k or config.top_k
-        embedder = components.embedder_for(kb)
+        embedder = components.embedder_for(kb, self._registry)
         language = detect_language(query)
 
         # Stores are opened inside the routes: a store whose engine is down fails only its own route.
         def bm25_route():
             started = time.perf_counter()
-            keyword = components.keyword_store_for(kb, self._settings)
+            keyword = components.keyword_store_for(kb, self._settings, self._registry)
             return keyword.search(query, search_filter, bm25_depth), _ms(started)
 
         def dense_route():
             started = time.perf_counter()
-            vector = components.vector_store_for(kb, self._settings)
+            vector = components.vector_store_for(kb, self._settings, self._registry)
             query_vector = embedder.embed_query(query)
             return vector.search(query_vector, search_filter, dense_depth), _ms(started)
 
         def sparse_route():
             started = time.perf_counter()
-            vector = components.vector_store_for(kb, self._settings)
+            vector = components.vector_store_for(kb, self._settings, self._registry)
             return vector.search_sparse(embedder.sparse_query(query), search_filter, dense_depth), _ms(started)
 
         submitted = {"bm25": self._pool.submit(bm25_route), "dense": self._pool.submit(dense_route)}
@@ -128,16 +129,18 @@ class Retriever:
                                sparse=lists.get("sparse", []), degraded=degraded, weights=weights, language=language, stages=stages,
                                signals=measured.signals, competence=measured.competence, fusion=spec.describe())
 
-    def chunks_by_group(self, kb_name: str, namespaces: list[str], group_ids: list[str]) -> list[chunk_pb2.KnowledgeChunk]:
+    def chunks_by_group(self, kb: KBConfig, namespaces: list[str],
+                        group_ids: list[str]) -> list[chunk_pb2.KnowledgeChunk]:
         """Every part of the given split groups (the reranker restores split blocks with it)."""
         require_namespaces(chunk_pb2.SearchFilter(namespaces=namespaces))
-        kb = self._catalog.get(kb_name)
         try:
-            return components.keyword_store_for(kb, self._settings).chunks_by_group(namespaces, group_ids)
+            keyword = components.keyword_store_for(kb, self._settings, self._registry)
+            return keyword.chunks_by_group(namespaces, group_ids)
         except Unavailable as error:
             # the keyword engine is down: the vector store holds the same chunks, so parts are still restored
             log.warning("sibling fetch falls back to the vector store: %s", error)
-            return components.vector_store_for(kb, self._settings).chunks_by_group(namespaces, group_ids)
+            vector = components.vector_store_for(kb, self._settings, self._registry)
+            return vector.chunks_by_group(namespaces, group_ids)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

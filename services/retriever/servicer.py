@@ -6,18 +6,21 @@ from services.retriever.retriever import Retriever
 from shared import tenancy
 from shared.contracts import chunk_pb2, retriever_pb2, retriever_pb2_grpc
 from shared.errors import InvalidArgument
+from shared.kb_settings import SettingsResolver
 
 SERVICE_NAME = "ragkb.v1.RetrieverService"
 
 
 class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
-    def __init__(self, retriever: Retriever):
+    def __init__(self, retriever: Retriever, kbs: SettingsResolver):
         self._retriever = retriever
+        self._kbs = kbs
 
     def Retrieve(self, request: retriever_pb2.RetrieveRequest, context) -> retriever_pb2.RetrieveResponse:
         if not request.query.strip():
             raise InvalidArgument("query is empty")
-        result = self._retriever.retrieve(request.kb, request.query, tenancy.scope_filter(request.filter),
+        result = self._retriever.retrieve(self._kbs.config(request), request.query,
+                                          tenancy.scope_filter(request.filter),
                                           top_k=request.top_k,
                                           candidate_depth=request.candidate_depth)
         return retriever_pb2.RetrieveResponse(
@@ -32,9 +35,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         if not namespaces:
             raise InvalidArgument("ChunksByGroup needs at least one namespace")
         tenant = tenancy.require()
-        chunks = self._retriever.chunks_by_group(request.kb, namespaces, list(request.group_ids))
+        chunks = self._retriever.chunks_by_group(self._kbs.config(request), namespaces, list(request.group_ids))
         return retriever_pb2.ChunksByGroupResponse(chunks=[c for c in chunks if tenancy.readable(c, tenant)])
 
 
-def add_to(server, retriever: Retriever) -> None:
-    server.add(retriever_pb2_grpc.add_RetrieverServiceServicer_to_server, RetrieverServicer(retriever), SERVICE_NAME)
+def add_to(server, retriever: Retriever, kbs: SettingsResolver) -> None:
+    server.add(retriever_pb2_grpc.add_RetrieverServiceServicer_to_server, RetrieverServicer(retriever, kbs),
+               SERVICE_NAME)

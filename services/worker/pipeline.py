@@ -2,7 +2,9 @@
 
 This is the domain code behind the ingestion task; in embedded mode it runs on
 an in-process thread pool, under Celery it runs inside a worker task. Either way
-the task passes only the job id.
+the task passes only the job id; the job carries the KB settings the gateway
+resolved when it accepted it (shared/kb_settings.py), which the worker resolves
+against its own operator profiles and passes on to the indexer.
 
 States: queued -> parsing -> embedding (chunks_done grows batch by batch) ->
 indexing (old version's chunks removed, registry updated) -> done | failed |
@@ -15,17 +17,17 @@ import json
 import logging
 
 from services.parser.errors import reason_of
-from shared import tenancy
+from shared import kb_settings, tenancy
 from shared.clients import IndexerClient, ParserClient
-from shared.contracts import gateway_pb2, indexer_pb2, parser_pb2
-from shared.errors import DeadlineExceeded, RagkbError
+from shared.contracts import chunk_pb2, gateway_pb2, indexer_pb2, parser_pb2
+from shared.errors import DeadlineExceeded, FailedPrecondition, RagkbError
 from shared.jobs import FINAL_STATES, JobStore
-from shared.kb import KnowledgeBaseCatalog
+from shared.kb_settings import SettingsResolver
 
 log = logging.getLogger("ragkb.worker")
 
 
-def run_ingest_job(job_id: str, *, jobs: JobStore, catalog: KnowledgeBaseCatalog, parser: ParserClient,
+def run_ingest_job(job_id: str, *, jobs: JobStore, kbs: SettingsResolver, parser: ParserClient,
                    indexer: IndexerClient, step_timeout_s: float | None = None) -> gateway_pb2.IngestJob:
     """Run one job to a final state. Safe to run again for the same job (redelivery after a crash).
 
@@ -35,18 +37,38 @@ def run_ingest_job(job_id: str, *, jobs: JobStore, catalog: KnowledgeBaseCatalog
     """
     job = jobs.get(job_id)
     with tenancy.acting_for(tenancy.operator_tenant("worker", namespaces=[job.namespace])):
-        return _run(job_id, job, jobs=jobs, catalog=catalog, parser=parser, indexer=indexer,
+        return _run(job_id, job, jobs=jobs, kbs=kbs, parser=parser, indexer=indexer,
                     step_timeout_s=step_timeout_s)
 
 
-def _run(job_id: str, job: gateway_pb2.IngestJob, *, jobs: JobStore, catalog: KnowledgeBaseCatalog,
+def _run(job_id: str, job: gateway_pb2.IngestJob, *, jobs: JobStore, kbs: SettingsResolver,
          parser: ParserClient, indexer: IndexerClient, step_timeout_s: float | None) -> gateway_pb2.IngestJob:
     if job.state in FINAL_STATES or not jobs.start(job_id):
         return jobs.get(job_id)
+    try:
+        settings = _job_settings(jobs, job)
+        kb = kbs.resolve(settings)
+        content, metadata_json = jobs.upload_of(job_id)
+        with kb_settings.using(settings):  # the indexer calls carry the KB's store and embedder settings
+            return _steps(job_id, job, kb, content, metadata_json, jobs=jobs, parser=parser, indexer=indexer,
+                          step_timeout_s=step_timeout_s)
+    except RagkbError as error:
+        jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error))
+    return jobs.get(job_id)
+
+
+def _job_settings(jobs: JobStore, job: gateway_pb2.IngestJob) -> chunk_pb2.KnowledgeBaseSettings:
+    settings = chunk_pb2.KnowledgeBaseSettings.FromString(jobs.kb_settings_of(job.job_id))
+    if settings.kb != job.kb:
+        raise FailedPrecondition(f"job {job.job_id!r} was queued without the settings of knowledge base "
+                                 f"{job.kb!r}; retry it")
+    return settings
+
+
+def _steps(job_id: str, job: gateway_pb2.IngestJob, kb, content: bytes, metadata_json: str, *, jobs: JobStore,
+           parser: ParserClient, indexer: IndexerClient, step_timeout_s: float | None) -> gateway_pb2.IngestJob:
     step = "parse"
     try:
-        content, metadata_json = jobs.upload_of(job_id)
-        kb = catalog.get(job.kb)
         chunker = parser_pb2.ChunkerOptions(**kb.chunker_for(job.filename).model_dump())
         parsed = parser.parse(parser_pb2.ParseRequest(
             kb=job.kb, namespace=job.namespace, doc_id=job.doc_id, filename=job.filename,

@@ -87,11 +87,12 @@ def worker_context(settings, app: Celery) -> TaskContext:
     from services.worker.celery_app import visibility_timeout_s
     from services.worker.fairness import RedisGate
     from shared.clients import IndexerClient, ParserClient
-    from shared.kb import KnowledgeBaseCatalog
+    from shared.kb_settings import SettingsResolver
+    from shared.profiles import LiveProfiles
 
     # a live job updates its record at least once per step deadline; one silent for longer lost its worker
     jobs = JobStore.for_settings(settings, stale_after_s=visibility_timeout_s(settings.ingest_step_timeout_s))
-    run_job = partial(run_ingest_job, jobs=jobs, catalog=KnowledgeBaseCatalog.for_settings(settings),
+    run_job = partial(run_ingest_job, jobs=jobs, kbs=SettingsResolver(LiveProfiles.for_settings(settings)),
                       parser=ParserClient(settings.parser_addr, timeout_s=settings.ingest_step_timeout_s,
                                           tls_dir=settings.tls_dir, identity="worker"),
                       indexer=IndexerClient(settings.indexer_addr, timeout_s=settings.ingest_step_timeout_s,

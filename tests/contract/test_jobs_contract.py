@@ -44,6 +44,19 @@ def test_a_job_keeps_its_record_and_its_upload(jobs):
         jobs.get("nope")
 
 
+def test_a_job_keeps_the_kb_settings_it_was_accepted_with_and_a_retry_takes_new_ones(jobs):
+    accepted = "设置 settings \x00\xff".encode()  # any bytes: a serialized KnowledgeBaseSettings
+    job = jobs.create(kb="kb", namespace="default", doc_id="a.md", filename="a.md", content=CONTENT,
+                      kb_settings=accepted)
+    assert jobs.kb_settings_of(job.job_id) == accepted
+    assert jobs.kb_settings_of(new_job(jobs).job_id) == b""
+    jobs.update(job.job_id, state=gateway_pb2.JOB_STATE_FAILED)
+    kept = jobs.retry(job.job_id)
+    assert jobs.kb_settings_of(kept.job_id) == accepted
+    jobs.update(kept.job_id, state=gateway_pb2.JOB_STATE_FAILED)
+    assert jobs.kb_settings_of(jobs.retry(kept.job_id, kb_settings=b"renewed").job_id) == b"renewed"
+
+
 def test_cluster_uploads_need_no_disk(settings, jobs):
     job = new_chinese_job(jobs)
     uploads = settings.data_dir / "uploads"

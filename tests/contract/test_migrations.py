@@ -54,7 +54,7 @@ def test_a_changed_migration_and_a_newer_database_are_refused(postgres_dsn):
     first = migrations()[0]
     with psycopg.connect(postgres_dsn, autocommit=True) as connection:
         with pytest.raises(FailedPrecondition, match=f"migration 0001_{first.name} was changed"):
-            migrate(connection, [Migration(first.version, first.name, first.sql + "\n-- edited")])
+            migrate(connection, [Migration(first.version, first.name, first.sql + "\n-- edited"), *migrations()[1:]])
         later = Migration(len(migrations()) + 1, "later_release", "CREATE TABLE later (id INTEGER)")
         migrate(connection, [*migrations(), later])
         with pytest.raises(FailedPrecondition, match="newer than this release"):

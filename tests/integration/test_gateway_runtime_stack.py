@@ -72,6 +72,7 @@ def test_trace_has_every_list_with_scores_and_ranks(client, kb, steps):
     assert set(e["chunk_id"] for e in lists["reranked"]) | set(e["chunk_id"] for e in lists["dropped"]) <= set(fused_ids)
     assert all(e["reason"] for e in lists["dropped"])
     assert trace["counts"]["fused"] == len(fused_ids) and trace["request"]["query"] == EN_QUESTION
+    assert len(trace["request"]["kb_version"]) == 16  # the version of the KB config that answered
     assert [s["name"] for s in trace["stages"]] == ["pre-retrieval", "retrieval", "post-retrieval", "generation"]
     assert trace["answer"] == result["answer"] and "45 minutes" in trace["answer"]
     with pytest.raises(RagkbApiError) as missing:

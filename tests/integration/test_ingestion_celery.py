@@ -19,7 +19,7 @@ from ragkb.embedded import EmbeddedStack
 from services.indexer.registry import DocumentRegistry
 from services.worker.celery_app import visibility_timeout_s
 from services.worker.fairness import RedisGate
-from shared import components
+from shared import components, kb_settings
 from shared.config import Settings
 from shared.contracts import chunk_pb2
 from shared.jobs import JobStore
@@ -329,11 +329,14 @@ def test_a_starting_worker_resumes_jobs_left_behind_by_dead_processes(stack, cli
     task message is gone; both have been silent past the visibility timeout. A worker starting runs them."""
     client.create_kb("resume")
     jobs = JobStore(stack.settings.data_dir)
+    # recorded as the gateway records a job: with the KB's settings for the worker
+    settings = kb_settings.narrow(kb_settings.for_catalog(KnowledgeBaseCatalog.for_settings(stack.settings),
+                                                          "resume"), "worker").SerializeToString()
     try:
         lost = jobs.create(kb="resume", namespace="default", doc_id="lost.md", filename="lost.md",
-                           content=b"# Lost\n\nThe lost job is found by the next worker.")
+                           content=b"# Lost\n\nThe lost job is found by the next worker.", kb_settings=settings)
         stuck = jobs.create(kb="resume", namespace="default", doc_id="stuck.md", filename="stuck.md",
-                            content=b"# Stuck\n\nThe stuck job is finished by the next worker.")
+                            content=b"# Stuck\n\nThe stuck job is finished by the next worker.", kb_settings=settings)
         assert jobs.start(stuck.job_id)
     finally:
         jobs.close()

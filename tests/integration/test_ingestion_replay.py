@@ -49,12 +49,12 @@ def stored(settings, catalog, kb: str, doc_id: str) -> tuple[set[str], set[str]]
 def test_an_abandoned_attempt_is_rolled_back_to_the_previous_version(env):
     settings, catalog, registry = env
     indexer = Indexer(settings, catalog, registry)
-    indexer.create_kb("rollback", config_yaml="embedder: {batch_size: 8}")
+    kb = indexer.create_kb("rollback", config_yaml="embedder: {batch_size: 8}")
     old = chunks("rollback", "doc", 5, "old")
-    indexer.index_document("rollback", "default", "doc", "h1", old)
+    indexer.index_document(kb, "default", "doc", "h1", old)
     before = registry.get("rollback", "default", "doc")
 
-    steps = indexer.index_steps("rollback", "default", "doc", "h2", chunks("rollback", "doc", 40, "new"))
+    steps = indexer.index_steps(kb, "default", "doc", "h2", chunks("rollback", "doc", 40, "new"))
     progress = [next(steps) for _ in range(3)]
     assert [p.chunks_done for p in progress] == [0, 8, 16]
     assert registry.get("rollback", "default", "doc").status == INDEXING
@@ -68,11 +68,11 @@ def test_an_abandoned_attempt_is_rolled_back_to_the_previous_version(env):
 def test_a_replay_after_an_indexer_crash_ends_with_exactly_the_new_chunks(env, monkeypatch):
     settings, catalog, registry = env
     crashed = Indexer(settings, catalog, registry)
-    crashed.create_kb("replay", config_yaml="embedder: {batch_size: 8}")
-    crashed.index_document("replay", "default", "doc", "h1", chunks("replay", "doc", 6, "old"))
+    kb = crashed.create_kb("replay", config_yaml="embedder: {batch_size: 8}")
+    crashed.index_document(kb, "default", "doc", "h1", chunks("replay", "doc", 6, "old"))
     new = chunks("replay", "doc", 30, "new")
 
-    steps = crashed.index_steps("replay", "default", "doc", "h2", new)
+    steps = crashed.index_steps(kb, "default", "doc", "h2", new)
     for _ in range(3):
         next(steps)
     monkeypatch.setattr(crashed, "_roll_back", lambda *args: None)  # the process died: nothing is undone
@@ -80,7 +80,7 @@ def test_a_replay_after_an_indexer_crash_ends_with_exactly_the_new_chunks(env, m
     entry = registry.get("replay", "default", "doc")
     assert entry.status == INDEXING and entry.version == 2
 
-    report = Indexer(settings, catalog, registry).index_document("replay", "default", "doc", "h2", new)
+    report = Indexer(settings, catalog, registry).index_document(kb, "default", "doc", "h2", new)
     assert isinstance(report, IndexReport) and report.doc_version == 2
     assert report.chunks_written == len(new) - 16  # the two batches already in both stores are kept
     entry = registry.get("replay", "default", "doc")
@@ -95,10 +95,10 @@ def test_a_replay_after_an_indexer_crash_ends_with_exactly_the_new_chunks(env, m
 def test_unchanged_content_writes_nothing(env):
     settings, catalog, registry = env
     indexer = Indexer(settings, catalog, registry)
-    indexer.create_kb("same")
+    kb = indexer.create_kb("same")
     doc = chunks("same", "doc", 3, "v")
-    indexer.index_document("same", "default", "doc", "h", doc)
-    steps = list(indexer.index_steps("same", "default", "doc", "h", chunks("same", "doc", 3, "v"), "moved/doc.md"))
+    indexer.index_document(kb, "default", "doc", "h", doc)
+    steps = list(indexer.index_steps(kb, "default", "doc", "h", chunks("same", "doc", 3, "v"), "moved/doc.md"))
     assert steps[0] == Progress(3, 3) and steps[-1].chunks_written == 0
     assert registry.get("same", "default", "doc").source_uri == "moved/doc.md"
 
@@ -116,11 +116,11 @@ def test_a_restarted_indexer_rolls_an_interrupted_write_back(env, monkeypatch, h
     settings, catalog, registry = env
     kb = f"restart-{had_a_complete_version:d}"
     crashed = Indexer(settings, catalog, registry)
-    crashed.create_kb(kb, config_yaml="embedder: {batch_size: 8}")
+    config = crashed.create_kb(kb, config_yaml="embedder: {batch_size: 8}")
     old = chunks(kb, "doc", 6, "old") if had_a_complete_version else []
     if old:
-        crashed.index_document(kb, "default", "doc", "h1", old)
-    steps = crashed.index_steps(kb, "default", "doc", "h2", chunks(kb, "doc", 30, "new"))
+        crashed.index_document(config, "default", "doc", "h1", old)
+    steps = crashed.index_steps(config, "default", "doc", "h2", chunks(kb, "doc", 30, "new"))
     for _ in range(3):
         next(steps)
     monkeypatch.setattr(crashed, "_roll_back", lambda *args: None)  # the process died: nothing is undone
@@ -137,4 +137,4 @@ def test_a_restarted_indexer_rolls_an_interrupted_write_back(env, monkeypatch, h
         assert entry.content_hash == ""  # unknown after the rollback: the next ingestion re-indexes
     else:
         assert entry is None
-    assert restarted.reconcile(kb).repairs == []
+    assert restarted.reconcile(config).repairs == []

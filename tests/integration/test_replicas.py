@@ -10,6 +10,7 @@ from services.gateway import main as gateway_main
 from services.retriever import main as retriever_main
 from services.retriever.retriever import Retriever
 from shared.clients import channel_target
+from shared.kb import KnowledgeBaseCatalog
 from tests.integration.conftest import ingest_folder
 
 pytestmark = pytest.mark.integration
@@ -79,3 +80,40 @@ def test_queries_survive_losing_a_retriever_replica(stack, client, monkeypatch):
         extra.stop(grace_s=0)
     assert failures == []
     assert len(answers) == 120 and all("45 minutes" in a for a in answers)
+
+
+def test_a_kb_config_change_reaches_every_retriever_replica_on_the_next_query(stack, client, monkeypatch):
+    """No restart, no stale cache: each query carries the KB's settings as the catalog holds them now."""
+    seen: list[tuple[int, str]] = []  # (replica, fusion it ran with)
+    original = Retriever.retrieve
+
+    def recording_retrieve(self, kb, *args, **kwargs):
+        seen.append((id(self), kb.retriever.fusion))
+        return original(self, kb, *args, **kwargs)
+
+    monkeypatch.setattr(Retriever, "retrieve", recording_retrieve)
+    client.create_kb("reconfigured", config_yaml="retriever: {fusion: convex}")
+    extra = retriever_main.build(stack.settings, port=0)
+    extra.start()
+    extra.mark_serving()
+    settings = replace(stack.settings,
+                       retriever_addr=",".join((stack.servers["retriever"].address, extra.address)))
+    gateway = gateway_main.build(settings, grpc_port=0, http_port=0)
+    gateway.start()
+    gateway.grpc.mark_serving()
+    api = RagkbClient(gateway.http.url)
+    catalog = KnowledgeBaseCatalog.for_settings(stack.settings)
+    try:
+        for fusion in ("convex", "rrf", "convex"):
+            stored = catalog.tenant_config("reconfigured")
+            catalog.replace(stored.model_copy(update={"retriever": stored.retriever.model_copy(
+                update={"fusion": fusion})}))
+            seen.clear()
+            for _ in range(8):
+                api.query("reconfigured", QUESTION)
+            assert {used for _, used in seen} == {fusion}
+            assert len({replica for replica, _ in seen}) == 2
+    finally:
+        api.close()
+        gateway.stop()
+        extra.stop(grace_s=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import grpc
@@ -20,6 +21,8 @@ from shared.contracts import (
     retriever_pb2,
     retriever_pb2_grpc,
 )
+from shared.config import KBConfig
+from shared.kb_settings import settings_of
 from tests.security.conftest import KB, SECRETS
 
 pytestmark = pytest.mark.integration
@@ -38,13 +41,19 @@ def stubs(secure_stack):
         channel.close()
 
 
+# the KB's settings as the gateway sends them (the secure stack's KB has the default config): a prober can
+# send these too, they are tenant-level values
+KB_SETTINGS = settings_of(KBConfig(name=KB))
+
+
 def tenant(namespace: str, *, role: str = "writer", groups: tuple[str, ...] | None = None) -> chunk_pb2.CallContext:
     return chunk_pb2.CallContext(tenant=chunk_pb2.TenantContext(
         principal=f"probe-{namespace}", namespaces=[namespace], role=role,
-        acl_enforced=groups is not None, acl_groups=groups or ()))
+        acl_enforced=groups is not None, acl_groups=groups or ()), kb=KB_SETTINGS)
 
 
-ROOT = chunk_pb2.CallContext(tenant=chunk_pb2.TenantContext(principal="probe-root", all_namespaces=True, role="admin"))
+ROOT = chunk_pb2.CallContext(tenant=chunk_pb2.TenantContext(principal="probe-root", all_namespaces=True, role="admin"),
+                             kb=KB_SETTINGS)
 
 
 def secret_chunk(stubs, namespace: str) -> chunk_pb2.Candidate:
@@ -148,3 +157,56 @@ def test_acl_groups_in_the_context_are_applied_by_the_retriever(stubs, secure_st
                                                           acl_groups=["hr"]),
         context=tenant("team-a", role="reader", groups=("finance",))))
     assert "12 percent" not in str(widened.candidates)
+
+
+def with_sections(**sections) -> chunk_pb2.CallContext:
+    """The operator context with KB settings whose sections a prober wrote."""
+    context = chunk_pb2.CallContext()
+    context.CopyFrom(ROOT)
+    context.kb.sections_json = json.dumps(sections)
+    return context
+
+
+@pytest.mark.parametrize("sections, field", [
+    pytest.param({"vector_store": {"uri": "http://attacker:19530"}}, "vector_store.uri", id="vector-uri"),
+    pytest.param({"keyword_store": {"hosts": ["http://attacker:9200"]}}, "keyword_store.hosts", id="es-hosts"),
+    pytest.param({"keyword_store": {"index_prefix": "other"}}, "keyword_store.index_prefix", id="index-prefix"),
+    pytest.param({"retriever": {"golden_questions": "/etc/passwd"}}, "retriever.golden_questions", id="server-path"),
+])
+def test_settings_naming_operator_values_are_refused_by_the_retriever(stubs, sections, field):
+    """Endpoints, secrets and paths come from the service's own operator profiles, never from a request."""
+    with pytest.raises(grpc.RpcError) as refused:
+        stubs["retriever"].Retrieve(retriever_pb2.RetrieveRequest(
+            kb=KB, query="secret", filter=chunk_pb2.SearchFilter(namespaces=["team-a"]),
+            context=with_sections(**sections)))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and field in refused.value.details()
+
+
+@pytest.mark.parametrize("sections, field", [
+    pytest.param({"generator": {"name": "openai", "base_url": "http://attacker/v1"}}, "generator.base_url",
+                 id="llm-url"),
+    pytest.param({"generator": {"name": "openai", "api_key_env": "RAGKB_TEST_OPERATOR_SECRET"}},
+                 "generator.api_key_env", id="secret-variable"),
+    pytest.param({"generator": {"templates_dir": "/etc"}}, "generator.templates_dir", id="template-path"),
+    pytest.param({"generator": {"profile": "nowhere"}}, "nowhere", id="unknown-profile"),
+    pytest.param({"embedder": {"model": "/root/.ssh"}}, "embedder.model", id="model-path"),
+])
+def test_settings_naming_operator_values_are_refused_by_the_generator(stubs, sections, field):
+    victim = secret_chunk(stubs, "team-a")
+    with pytest.raises(grpc.RpcError) as refused:
+        stubs["generator"].Generate(generator_pb2.GenerateRequest(
+            kb=KB, query="what is the secret?", sources=[victim], context=with_sections(**sections)))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and field in refused.value.details()
+
+
+def test_a_call_without_settings_or_with_another_kbs_is_refused(stubs):
+    bare = chunk_pb2.CallContext(tenant=ROOT.tenant)
+    other = chunk_pb2.CallContext()
+    other.CopyFrom(ROOT)
+    other.kb.kb = "another-kb"
+    for context, problem in ((bare, f"no settings for knowledge base {KB!r}"),
+                             (other, f"no settings for knowledge base {KB!r}")):
+        with pytest.raises(grpc.RpcError) as refused:
+            stubs["retriever"].Retrieve(retriever_pb2.RetrieveRequest(
+                kb=KB, query="secret", filter=chunk_pb2.SearchFilter(namespaces=["team-a"]), context=context))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and problem in refused.value.details()

@@ -9,17 +9,18 @@ import pytest
 
 from ragkb.embedded import EmbeddedStack
 from services.generator import main as generator_main
-from shared import tenancy, tls
+from shared import kb_settings, tenancy, tls
 from shared.clients import GeneratorClient
-from shared.config import Settings
+from shared.config import KBConfig, Settings
 from shared.contracts import chunk_pb2, generator_pb2, generator_pb2_grpc
 from shared.errors import PermissionDenied, Unavailable
-from shared.kb import KnowledgeBaseCatalog
 from shared.server import ServiceServer
 
 pytestmark = pytest.mark.integration
 
 TENANT = tenancy.operator_tenant("probe", namespaces=["team-a"])
+# lexical claim checks: no embedding model to load before the first answer
+KB_SETTINGS = kb_settings.settings_of(KBConfig.from_yaml("generator: {claim_check: lexical}", name="k"))
 
 
 @pytest.fixture()
@@ -27,8 +28,6 @@ def generator(tmp_path):
     """A real generator service serving mTLS from a fresh development CA."""
     tls.init_certs(tmp_path / "tls")
     settings = Settings(data_dir=tmp_path / "data", tls_dir=str(tmp_path / "tls"))
-    # lexical claim checks: no embedding model to load before the first answer
-    KnowledgeBaseCatalog.for_settings(settings).create("k", config_yaml="generator: {claim_check: lexical}")
     server = generator_main.build(settings, port=0)
     server.start()
     server.mark_serving()
@@ -37,7 +36,7 @@ def generator(tmp_path):
 
 
 def ask(client: GeneratorClient) -> generator_pb2.GenerateResponse:
-    with tenancy.acting_for(TENANT):
+    with tenancy.acting_for(TENANT), kb_settings.using(KB_SETTINGS):
         return client.generate("k", "anything?", [], timeout_s=10)
 
 

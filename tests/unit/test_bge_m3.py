@@ -42,13 +42,13 @@ def kb(tmp_path, model_dir):
     embedder = components.embedder_for(config)
     components.keyword_store_for(config, settings).upsert(chunks)
     components.vector_store_for(config, settings).upsert(chunks, embedder.embed_documents([c.content for c in chunks]))
-    retriever = Retriever(settings, catalog)
-    yield retriever, embedder
+    retriever = Retriever(settings)
+    yield retriever, embedder, catalog.get("m3")
     retriever.close()
 
 
 def test_bge_m3_gives_normalised_dense_vectors_and_sparse_weights(kb):
-    _, embedder = kb
+    _, embedder, _ = kb
     vectors = embedder.embed_documents(list(TEXTS.values()))
     assert vectors.shape == (3, embedder.dimension) and embedder.dimension == 32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
@@ -58,8 +58,8 @@ def test_bge_m3_gives_normalised_dense_vectors_and_sparse_weights(kb):
 
 
 def test_lexical_weights_are_a_third_route_fused_with_the_others(kb):
-    retriever, _ = kb
-    result = retriever.retrieve("m3", "charging battery", chunk_pb2.SearchFilter(namespaces=["default"]), top_k=3)
+    retriever, _, config = kb
+    result = retriever.retrieve(config, "charging battery", chunk_pb2.SearchFilter(namespaces=["default"]), top_k=3)
     assert not result.degraded
     assert "charging" in [c.chunk.doc_id for c in result.sparse]
     assert all(c.route == chunk_pb2.ROUTE_SPARSE and c.sparse_rank for c in result.sparse)

@@ -171,7 +171,8 @@ def test_traces_record_every_list_and_are_bounded(tmp_path):
     assert trace["lists"]["fused"][0] == {**trace["lists"]["fused"][0], "score": 0.9, "bm25_score": 2.5}
     assert [e["chunk_id"] for e in trace["lists"]["reranked"]] == ["c", "b"]
     assert trace["counts"] == {"bm25": 2, "dense": 2, "fused": 3, "reranked": 2, "dropped": 0}
-    assert trace["request"] == {"kb": "kb", "query": "question 4", "namespaces": ["default"],
+    # kb_version: empty when the stages are no services (no KB settings resolved)
+    assert trace["request"] == {"kb": "kb", "kb_version": "", "query": "question 4", "namespaces": ["default"],
                                 "requested_namespaces": [], "top_k": 0}
     with pytest.raises(Exception, match="evicted"):
         store.get(results[0].trace_id)

@@ -16,7 +16,8 @@ from transformers import AutoTokenizer
 from services.generator.claims import ClaimChecker
 from services.parser.parser import parse_document
 from services.reranker.assembly import Budget, assemble, lexical_similarity
-from services.reranker.bge import BgeReranker, CrossEncoder
+from services.reranker.bge import BgeReranker
+from shared.cross_encoder import CrossEncoder
 from shared.config import ChunkerConfig, KBConfig, RerankerConfig
 from shared.contracts import chunk_pb2
 from shared.embedders import resolve_model_dir

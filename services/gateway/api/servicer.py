@@ -5,7 +5,6 @@ from __future__ import annotations
 from services.gateway.gateway import Gateway
 from services.gateway.query import conversations
 from shared.contracts import gateway_pb2, gateway_pb2_grpc, indexer_pb2
-from shared.errors import ERROR_KIND_KEY, RagkbError
 
 SERVICE_NAME = "ragkb.v1.GatewayService"
 
@@ -53,12 +52,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         return self._gateway.query(request)
 
     def QueryStream(self, request, context):
-        # server streaming: the shared interceptor translates unary errors only, so translate here
-        try:
-            yield from conversations.grpc_events(self._gateway.runtime, self._gateway.downstream.generator, request)
-        except RagkbError as error:
-            context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))
-            context.abort(error.code, str(error))
+        yield from conversations.grpc_events(self._gateway.runtime, self._gateway.downstream.generator, request)
 
 
 def add_to(server, gateway: Gateway) -> None:

@@ -85,7 +85,7 @@ def stream_query(runtime: QueryRuntime, generator: GeneratorClient, request: gat
     # the gateway's own stages and stores, with the streaming generation stage in place of the unary one
     run = QueryRuntime(retriever=runtime.retriever, generator=streaming, preprocessor=runtime.preprocessor,
                        postprocessor=runtime.postprocessor, steps=runtime.steps, traces=runtime.traces,
-                       metrics=runtime.metrics)
+                       metrics=runtime.metrics, knowledge_bases=runtime.knowledge_bases)
 
     def work() -> None:
         with auth.acting_as(principal):

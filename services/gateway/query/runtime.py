@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from opentelemetry import trace as otel
@@ -49,6 +51,7 @@ from services.gateway.traces.store import (
     now,
     stage_entries,
 )
+from shared import kb_settings
 from shared.clients import GeneratorClient, RerankerClient, RetrieverClient
 from shared.config import Settings
 from shared.contracts import chunk_pb2, gateway_pb2, generator_pb2
@@ -100,7 +103,10 @@ class QueryRuntime:
     def __init__(self, *, retriever: Retriever, generator: Generator, preprocessor: QueryPreprocessor | None = None,
                  postprocessor: PostProcessor | None = None, steps: StepRegistry | None = None,
                  traces: TraceStore | None = None, metrics: GatewayMetrics | None = None,
-                 tracer: otel.Tracer | None = None):
+                 tracer: otel.Tracer | None = None,
+                 knowledge_bases: Callable[[str], chunk_pb2.KnowledgeBaseSettings] | None = None):
+        """`knowledge_bases` resolves a KB's settings (shared/kb_settings.py), once per query, for the inner
+        services; None = the stages need none (stages that are not other services)."""
         for name, stage, method in (("retriever", retriever, "retrieve"), ("generator", generator, "generate"),
                                     ("preprocessor", preprocessor, "preprocess"),
                                     ("postprocessor", postprocessor, "postprocess")):
@@ -114,6 +120,7 @@ class QueryRuntime:
         self.traces = traces
         self.metrics = metrics
         self._tracer = tracer or otel.NoOpTracer()
+        self.knowledge_bases = knowledge_bases
 
     def close(self) -> None:
         for part in (self.preprocessor, self.retriever, self.postprocessor, self.generator, self.traces):
@@ -132,16 +139,24 @@ class QueryRuntime:
         with self._tracer.start_as_current_span("ragkb.query") as span:
             span.set_attribute("ragkb.kb", request.kb)
             span.set_attribute("ragkb.trace_id", result.trace_id)
+            resolved_kb = None
             try:
-                self._run(request, principal, context, result, lists)
+                with self._kb_settings(request.kb) as resolved_kb:
+                    self._run(request, principal, context, result, lists)
             except RagkbError as failure:
                 error = failure
                 span.set_status(otel.Status(otel.StatusCode.ERROR, str(failure)))
                 raise
             finally:
+                lists["kb_version"] = resolved_kb.version if resolved_kb else ""  # the KB config that answered
                 total_ms = elapsed_ms(started)
                 self._record(request, principal, context, result, lists, error, total_ms)
         return result
+
+    def _kb_settings(self, kb: str):
+        if self.knowledge_bases is None:
+            return nullcontext()
+        return kb_settings.resolving(kb, partial(self.knowledge_bases, kb))
 
     def _run(self, request, principal, context: QueryContext, result: RuntimeResult, lists: dict) -> None:
         with self._stage(result, PRE_RETRIEVAL) as meta:
@@ -225,8 +240,9 @@ class QueryRuntime:
         fused = {c.chunk.chunk_id: c for c in lists.get("fused", [])}
         result.trace = {
             "trace_id": result.trace_id, "created_at": now(), "ms": total_ms,
-            "request": {"kb": request.kb, "query": request.query, "namespaces": context.namespaces,
-                        "requested_namespaces": list(request.namespaces), "top_k": request.top_k},
+            "request": {"kb": request.kb, "kb_version": lists.get("kb_version", ""), "query": request.query,
+                        "namespaces": context.namespaces, "requested_namespaces": list(request.namespaces),
+                        "top_k": request.top_k},
             "principal": principal.name, "acl_groups": context.acl_groups,
             "original_query": result.original_query, "effective_query": result.effective_query,
             "extra_queries": lists.get("extra_queries", []), "language": context.language,
@@ -263,7 +279,8 @@ def create_runtime(*, retriever: Retriever | RetrieverClient, generator: Generat
                    reranker: RerankerClient | None = None, preprocessor: QueryPreprocessor | None = None,
                    postprocessor: PostProcessor | None = None, steps: StepRegistry | None = None,
                    traces: TraceStore | None = None, metrics: GatewayMetrics | None = None,
-                   tracer: otel.Tracer | None = None) -> QueryRuntime:
+                   tracer: otel.Tracer | None = None,
+                   knowledge_bases: Callable[[str], chunk_pb2.KnowledgeBaseSettings] | None = None) -> QueryRuntime:
     """Build a runtime from stages or service clients.
 
     Clients are wrapped in the gRPC-backed stages; with both a retriever and a
@@ -280,11 +297,14 @@ def create_runtime(*, retriever: Retriever | RetrieverClient, generator: Generat
     if postprocessor is None and reranker is not None:
         postprocessor = GrpcPostProcessor(reranker)
     return QueryRuntime(retriever=retriever, generator=generator, preprocessor=preprocessor,
-                        postprocessor=postprocessor, steps=steps, traces=traces, metrics=metrics, tracer=tracer)
+                        postprocessor=postprocessor, steps=steps, traces=traces, metrics=metrics, tracer=tracer,
+                        knowledge_bases=knowledge_bases)
 
 
 def runtime_from_settings(settings: Settings, *, retriever: RetrieverClient, reranker: RerankerClient,
-                          generator: GeneratorClient, jobs: JobStore | None = None) -> QueryRuntime:
+                          generator: GeneratorClient, jobs: JobStore | None = None,
+                          knowledge_bases: Callable[[str], chunk_pb2.KnowledgeBaseSettings] | None = None,
+                          ) -> QueryRuntime:
     """The gateway's runtime: gRPC-backed stages, steps file, trace store, metrics (job counts from `jobs`)
     and spans from settings."""
     data_dir = Path(settings.data_dir)
@@ -293,7 +313,7 @@ def runtime_from_settings(settings: Settings, *, retriever: RetrieverClient, rer
         steps=StepRegistry(Path(settings.steps_file) if settings.steps_file else data_dir / "steps.yaml"),
         traces=TraceStore.for_settings(settings),
         metrics=GatewayMetrics(jobs=jobs),
-        tracer=tracer_for(settings.otel_exporter),
+        tracer=tracer_for(settings.otel_exporter), knowledge_bases=knowledge_bases,
     )
 
 

@@ -184,8 +184,20 @@ class TenantContext(_message.Message):
     role: str
     def __init__(self, principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., all_namespaces: bool = ..., acl_enforced: bool = ..., acl_groups: _Optional[_Iterable[str]] = ..., role: _Optional[str] = ...) -> None: ...
 
+class KnowledgeBaseSettings(_message.Message):
+    __slots__ = ("kb", "version", "sections_json")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SECTIONS_JSON_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    version: str
+    sections_json: str
+    def __init__(self, kb: _Optional[str] = ..., version: _Optional[str] = ..., sections_json: _Optional[str] = ...) -> None: ...
+
 class CallContext(_message.Message):
-    __slots__ = ("tenant",)
+    __slots__ = ("tenant", "kb")
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    KB_FIELD_NUMBER: _ClassVar[int]
     tenant: TenantContext
-    def __init__(self, tenant: _Optional[_Union[TenantContext, _Mapping]] = ...) -> None: ...
+    kb: KnowledgeBaseSettings
+    def __init__(self, tenant: _Optional[_Union[TenantContext, _Mapping]] = ..., kb: _Optional[_Union[KnowledgeBaseSettings, _Mapping]] = ...) -> None: ...

@@ -6,8 +6,8 @@ from services.indexer import servicer
 from services.indexer.indexer import Indexer
 from services.indexer.reconciler import PeriodicReconciler, Reconciler
 from services.indexer.registry import DocumentRegistry
-from shared.components import storage_registry
-from shared.config import Settings
+from shared import components
+from shared.config import KBConfig, Settings
 from shared.kb import KnowledgeBaseCatalog
 from shared.kb_settings import SettingsResolver
 from shared.profiles import LiveProfiles
@@ -17,7 +17,8 @@ from shared.server import ServiceServer, run_service
 def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     catalog = KnowledgeBaseCatalog.for_settings(settings)
     registry = DocumentRegistry.for_settings(settings)
-    indexer = Indexer(settings, catalog, registry, storage_registry("indexer"))
+    stores = components.storage_registry("indexer")
+    indexer = Indexer(settings, catalog, registry, stores)
     server = ServiceServer.inner("indexer", settings, port=settings.port_of(settings.indexer_addr) if port is None else port)
     reconciler = Reconciler(indexer, catalog, registry)
     servicer.add_to(server, indexer, catalog, registry, reconciler,
@@ -25,7 +26,9 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     schedule = PeriodicReconciler(reconciler, catalog, settings.reconcile_interval_s)
 
     def open_every_kb() -> None:
-        """Open each knowledge base's stores before serving: loads the embedder, checks dimensions."""
+        """Open each knowledge base's stores before serving (loads their embedders, checks dimensions), and load
+        the default embedder even when there is none yet, so creating the first KB does not wait for a model."""
+        components.embedder_for(KBConfig(name="default"), stores)
         for name in catalog.names():
             indexer.open_stores(catalog.get(name))
 

@@ -26,7 +26,7 @@ from typing import Protocol
 from shared.config import KBConfig, Settings, validate_kb_name
 from shared.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from shared.files import file_stamp
-from shared.profiles import OperatorProfiles, profiles_path
+from shared.profiles import LiveProfiles, OperatorProfiles, profiles_path
 from shared.state.postgres import database_for
 from shared.state.sql import SqlDatabase
 
@@ -67,9 +67,8 @@ class KnowledgeBaseCatalog:
         self._rows: CatalogRows = FileCatalogRows(Path(data_dir) / "kbs") if database is None \
             else DatabaseCatalogRows(database)
         self.cluster = database is not None
-        self._profiles_file = profiles_file
-        self._profiles_stamp: tuple | None = None
-        self._profiles = OperatorProfiles()
+        self._live_profiles = LiveProfiles(profiles_file)
+        self._profiles: OperatorProfiles | None = None  # what the cached configs were resolved with
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[object, int, tuple[KBConfig, KBConfig | InvalidArgument]]] = {}
 
@@ -79,14 +78,12 @@ class KnowledgeBaseCatalog:
 
     @property
     def profiles(self) -> OperatorProfiles:
-        if self._profiles_file is not None:
-            stamp = file_stamp(self._profiles_file)
-            if stamp != self._profiles_stamp:
-                with self._lock:
-                    self._profiles = OperatorProfiles.read(self._profiles_file)
-                    self._profiles_stamp = stamp
-                    self._cache.clear()  # effective configs depend on the profiles
-        return self._profiles
+        current = self._live_profiles.current()
+        if current is not self._profiles:
+            with self._lock:
+                self._profiles = current
+                self._cache.clear()  # effective configs depend on the profiles
+        return current
 
     def create(self, name: str, *, description: str = "", config_yaml: str = "") -> KBConfig:
         """Create a KB from tenant YAML (operator settings refused); returns the effective config."""

@@ -15,7 +15,8 @@ import org.elasticsearch.node.Node;
  * plugin loader. No x-pack and no ingest-geoip module are present: security is off and there is no
  * GeoIP downloader. SIGTERM runs the shutdown hook, which closes the node cleanly.
  *
- * Usage: ElasticsearchNode HOME HTTP_PORT TRANSPORT_PORT
+ * Usage: ElasticsearchNode HOME HTTP_PORT TRANSPORT_PORT [NETWORK_HOST]
+ * (NETWORK_HOST defaults to 127.0.0.1; a container passes 0.0.0.0.)
  */
 public final class ElasticsearchNode {
     public static void main(String[] args) throws Exception {
@@ -27,7 +28,7 @@ public final class ElasticsearchNode {
             .put("path.logs", home.resolve("logs").toString())
             .put("cluster.name", "ragkb-local")
             .put("node.name", "ragkb-node")
-            .put("network.host", "127.0.0.1")
+            .put("network.host", args.length > 3 ? args[3] : "127.0.0.1")
             .put("http.port", args[1])
             .put("transport.port", args[2])
             .put("discovery.type", "single-node")

@@ -1,0 +1,71 @@
+"""docker-compose.yml under podman-compose, with the infrastructure stand-ins, for the container tests.
+
+podman 4.3 (Debian bookworm) runs healthchecks only through systemd timers, and podman-compose
+skips `condition: service_healthy` on podman < 4.6. So `wait_healthy` runs every container's
+declared healthcheck (`podman healthcheck run`, the command compose declares) until all pass:
+the stack is ready only when every healthcheck is green, as Docker Compose would wait for.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = "ragkbct"
+COMPOSE = ["podman-compose", "-p", PROJECT, "-f", str(ROOT / "docker-compose.yml"),
+           "-f", str(ROOT / "tests" / "containers" / "compose.standins.yml")]
+
+
+def run(command: list[str], *, timeout_s: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout[-3000:]}\n"
+                           f"{result.stderr[-3000:]}")
+    return result
+
+
+def compose(*args: str, timeout_s: float = 900) -> subprocess.CompletedProcess:
+    return run([*COMPOSE, *args], timeout_s=timeout_s)
+
+
+def containers(service: str | None = None, *, running_only: bool = True) -> list[str]:
+    """Names of the project's containers (of one service), sorted."""
+    command = ["podman", "ps", "--filter", f"label=io.podman.compose.project={PROJECT}", "--format", "{{.Names}}"]
+    if service:
+        command += ["--filter", f"label=io.podman.compose.service={service}"]
+    if not running_only:
+        command.append("--all")
+    return sorted(run(command).stdout.split())
+
+
+def health(name: str) -> str:
+    """'healthy' / 'unhealthy' / 'starting', or '' for a container without a healthcheck."""
+    state = json.loads(run(["podman", "inspect", name]).stdout)[0]["State"]
+    return (state.get("Health") or state.get("Healthcheck") or {}).get("Status", "")
+
+
+def wait_healthy(timeout_s: float = 1200, poll_s: float = 10) -> dict[str, str]:
+    """Run each running container's healthcheck until every one passes; {container: status}."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        statuses = {}
+        for name in containers():
+            if health(name) == "":
+                statuses[name] = "no healthcheck"
+                continue
+            run(["podman", "healthcheck", "run", name], check=False, timeout_s=60)
+            statuses[name] = health(name)
+        if all(status in ("healthy", "no healthcheck") for status in statuses.values()):
+            return statuses
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not healthy after {timeout_s}s: {statuses}")
+        time.sleep(poll_s)
+
+
+def exec_json(container: str, *command: str, timeout_s: float = 900) -> dict:
+    """Run a command in a container; its stdout's last line parsed as JSON."""
+    out = run(["podman", "exec", container, *command], timeout_s=timeout_s).stdout
+    return json.loads(out.strip().splitlines()[-1])

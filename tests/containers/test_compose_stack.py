@@ -1,0 +1,137 @@
+"""docker-compose.yml run for real under podman: the image built from the unchanged Dockerfile, every
+healthcheck green, the samples ingested and answered through the containerized gateway (REST and
+gRPC), two retrievers and two workers, one of each killed under load.
+
+Opt-in tier: `python -m pytest -m containers` (root, podman; docs/deploy.md). The images are built by
+scripts/containers/build_images.sh (cached: a rebuild without changes takes seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+
+from tests.containers.podman_stack import ROOT, compose, containers, exec_json, run, wait_healthy
+
+pytestmark = [pytest.mark.containers, pytest.mark.timeout(3600)]
+
+KB = "docs"
+# samples/README.md: question -> a part of its answer and the document that holds it
+QUESTIONS = {"How long does it take to charge the AMR-7 from 20% to 80%?": ("45 minutes", "amr7-user-guide"),
+             "AMR-7 的最大载重是多少？": ("300公斤", "amr7-使用手册")}
+# more, smaller chunks than the samples make: a job that is still embedding when its worker is killed
+CRASH_KB = "chunker: {max_chars: 200, min_section_chars: 0, overlap_chars: 0}\n"
+
+
+@pytest.fixture(scope="module")
+def images():
+    if shutil.which("podman-compose") is None:
+        pytest.fail("podman-compose is missing: pip install -e '.[dev]'")
+    run(["bash", str(ROOT / "scripts" / "containers" / "build_images.sh")], timeout_s=3600)
+
+
+@pytest.fixture(scope="module")
+def stack(images):
+    compose("down", "-v", timeout_s=300)
+    compose("up", "-d")  # two retrievers and two workers: `scale` in compose.standins.yml
+    try:
+        statuses = wait_healthy()
+        gateway = containers("gateway")[0]
+        run(["podman", "cp", str(ROOT / "tests" / "containers" / "gateway_driver.py"), f"{gateway}:/tmp/"])
+        run(["podman", "cp", str(ROOT / "samples"), f"{gateway}:/tmp/samples"])
+        run(["podman", "cp", str(ROOT / "deploy" / "kb-examples" / "compose-kb.yaml"), f"{gateway}:/tmp/"])
+        yield {"gateway": gateway, "health": statuses}
+    finally:
+        logs = ROOT / ".pytest_cache" / "containers-logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        for name in containers(running_only=False):
+            (logs / f"{name}.log").write_text(run(["podman", "logs", name], check=False).stdout
+                                              + run(["podman", "logs", name], check=False).stderr)
+        compose("down", "-v", timeout_s=300)
+
+
+def driver(stack, *args: str, timeout_s: float = 900) -> dict:
+    return exec_json(stack["gateway"], "python", "/tmp/gateway_driver.py", *args, timeout_s=timeout_s)
+
+
+def test_every_healthcheck_is_green_with_two_retrievers_and_two_workers(stack):
+    health = stack["health"]
+    for service in ("parser", "indexer", "reranker", "generator", "gateway", "elasticsearch", "milvus", "redis"):
+        assert [health[name] for name in containers(service)] == ["healthy"], service
+    for service in ("retriever", "worker"):
+        assert [health[name] for name in containers(service)] == ["healthy", "healthy"], service
+
+
+def test_services_run_as_uid_10001_on_a_read_only_root(stack):
+    for name in containers("retriever") + containers("gateway"):
+        uid = run(["podman", "exec", name, "id", "-u"]).stdout.strip()
+        write = run(["podman", "exec", name, "touch", "/app/x"], check=False)
+        assert uid == "10001" and write.returncode != 0, (name, uid, write.stderr)
+
+
+def test_samples_ingested_and_answered_with_citations_over_rest_and_grpc(stack):
+    driver(stack, "create-kb", KB, "/tmp/compose-kb.yaml")
+    ingested = driver(stack, "ingest", KB, "/tmp/samples/en", "/tmp/samples/zh")
+    assert ingested["files"] and {job["state"] for job in ingested["jobs"].values()} == {"done"}, ingested
+    for api in ("ask-rest", "ask-grpc"):
+        for question, (expected, doc_id) in QUESTIONS.items():
+            answer = driver(stack, api, KB, question)
+            assert not answer["refused"] and expected in answer["answer"], (api, question, answer)
+            assert doc_id in {c["doc_id"] for c in answer["citations"]}, (api, question, answer)
+
+
+def test_a_retriever_killed_under_load_fails_no_query(stack):
+    outcome = {}
+    load = threading.Thread(target=lambda: outcome.update(driver(stack, "load", KB, "60", *QUESTIONS)))
+    load.start()
+    time.sleep(15)
+    run(["podman", "kill", containers("retriever")[0]])
+    load.join()
+    assert outcome["queries"] > 0 and outcome["failures"] == [], outcome
+
+
+def test_a_worker_killed_mid_ingest_finishes_the_job_exactly_once(stack):
+    """One worker is paused, so the other takes the job; it is killed half-way through embedding, and the
+    unacknowledged task comes back after the visibility timeout to a worker that finishes it once."""
+    busy, spare = containers("worker")[:2]
+    gateway = stack["gateway"]
+    run(["podman", "exec", gateway, "sh", "-c", f"printf '%s' '{CRASH_KB}' > /tmp/crash-kb.yaml"])
+    driver(stack, "create-kb", "crash", "/tmp/crash-kb.yaml")
+    sections = "\n".join(["# Checks\n"] + [f"## Check {i}\n\nInspect wheel {i} and log reading {i}.\n"
+                                         for i in range(300)])
+    run(["podman", "exec", gateway, "sh", "-c", f"mkdir -p /tmp/crash && printf '%s' '{sections}' > /tmp/crash/manual.md"])
+    run(["podman", "pause", spare])
+    try:
+        submit = subprocess.Popen(["podman", "exec", gateway, "python", "/tmp/gateway_driver.py", "ingest", "crash",
+                                   "/tmp/crash"], stdout=subprocess.PIPE, text=True)
+        job = wait_for_job(stack, "crash", lambda j: j["state"] == "embedding" and 0 < j["chunks_done"] < j["chunks_total"])
+        run(["podman", "kill", busy])
+    finally:
+        run(["podman", "unpause", spare])
+    out, _ = submit.communicate(timeout=900)
+    final = json.loads(out.strip().splitlines()[-1])
+    [finished] = final["jobs"].values()
+    assert finished["state"] == "done" and finished["attempts"] >= 2, final
+    listing = driver(stack, "documents", "crash")
+    documents = listing["documents"]
+    assert [d["doc_id"] for d in documents] == ["manual"]
+    assert documents[0]["chunk_count"] == job["chunks_total"]
+    assert int(listing["kb"]["chunk_count"]) == job["chunks_total"], listing["kb"]
+
+
+def wait_for_job(stack, kb: str, predicate, timeout_s: float = 300) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        script = ("import json; from ragkb.client import RagkbClient; "
+                  f"print(json.dumps(RagkbClient('http://127.0.0.1:8780').list_jobs('{kb}')))")
+        jobs = json.loads(run(["podman", "exec", stack["gateway"], "python", "-c", script]).stdout)
+        for job in jobs:
+            if predicate(job):
+                return job
+        time.sleep(0.5)
+    raise TimeoutError(f"no job of {kb} matched within {timeout_s}s")

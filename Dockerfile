@@ -17,7 +17,8 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 # torch is most of the image: a layer of its own survives every source change
-RUN pip install ${PIP_INDEX_OPTS} "torch>=2.2"
+# with the project's setuptools pin (pymilvus imports pkg_resources), so `pip install .` keeps this torch
+RUN pip install ${PIP_INDEX_OPTS} "torch>=2.2" "setuptools>=69,<70"
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY proto/ proto/
@@ -29,9 +30,11 @@ RUN pip install ${PIP_INDEX_OPTS} . \
     && pip install ${PIP_INDEX_OPTS} --no-deps "unstructured-inference==1.6.14"
 
 FROM ${PYTHON_IMAGE} AS runtime
-# parser: PDF rasterising (poppler), OCR for scanned PDFs (tesseract, Simplified Chinese + English), libmagic
+# parser: PDF rasterising (poppler), OCR for scans and images (tesseract, Simplified Chinese + English, and its
+# orientation/script detection), libmagic, and headless LibreOffice for legacy .doc/.xls/.ppt
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends poppler-utils tesseract-ocr tesseract-ocr-chi-sim libmagic1 \
+    && apt-get install -y --no-install-recommends poppler-utils tesseract-ocr tesseract-ocr-chi-sim \
+       tesseract-ocr-osd libmagic1 libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui \
     && rm -rf /var/lib/apt/lists/*
 # /data owned by uid 10001: a named volume mounted there starts with this owner
 RUN groupadd --gid 10001 ragkb \

@@ -20,6 +20,7 @@ from shared.errors import InvalidArgument
 from shared.profiles import OperatorProfiles
 
 DEFAULT_NAMESPACE = "default"
+MAX_INDEX_VERSION = 100_000
 
 
 @dataclass(frozen=True)
@@ -317,6 +318,9 @@ class KBConfig(_Section):
     retriever: RetrieverConfig = RetrieverConfig()
     reranker: RerankerConfig = RerankerConfig()
     generator: GeneratorConfig = GeneratorConfig()
+    # which of the KB's versions (shared/kb_versions.py) this config is: names its physical index and collection.
+    # Set by the version commands only; 1 = the names a KB had before it had versions
+    index_version: int = Field(1, ge=1, le=MAX_INDEX_VERSION)
 
     @field_validator("name")
     @classmethod

@@ -166,6 +166,11 @@ class VersionRows:
                        (RETIRED, now, kb, LIVE, version))
         return live[0] if live else 0
 
+    def decide(self, kb: str, version: int, decision: dict) -> None:
+        """Store a gate's decision with a version that stays where it is (a refused switch)."""
+        self._db.execute("UPDATE kb_versions SET decision = ?, updated_at = ? WHERE kb = ? AND version = ?",
+                         (json.dumps(decision, sort_keys=True), _now(), kb, version))
+
     def progress(self, kb: str, version: int, done: int, total: int) -> None:
         self._db.execute("UPDATE kb_versions SET docs_done = ?, docs_total = ?, updated_at = ? "
                          "WHERE kb = ? AND version = ?", (done, total, _now(), kb, version))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.indexer.indexer import IndexReport, Indexer
+from services.indexer.indexer import IndexReport, Indexer, model_key
 from services.indexer.reconciler import Reconciler
 from services.indexer.registry import DocumentRegistry
 from shared import tenancy
@@ -32,7 +32,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
         (as its tenant wrote it, no operator settings) for those who may change configs (kb_admin)."""
         config = self._catalog.tenant_config(name)
         documents, chunks = self._registry.counts(name, tenancy.check_namespaces(()))
-        model = self._registry.model_of(name)
+        model = self._registry.model_of(model_key(config))
         return indexer_pb2.KnowledgeBase(
             name=name, description=config.description,
             config_yaml=config.to_tenant_yaml() if tenancy.has_role("kb_admin") else "",

@@ -28,7 +28,7 @@ from pathlib import Path
 from services.indexer.indexer import Indexer
 from services.indexer.reconciler import Reconciler
 from services.indexer.registry import DocumentRegistry
-from shared.config import KBConfig
+from shared.config import KBConfig, yaml_mapping
 from shared.errors import FailedPrecondition, InvalidArgument
 from shared.kb import KnowledgeBaseCatalog
 from shared.kb_versions import BUILDING, DROPPED, FAILED, READY, RETIRED, KBVersion, VersionRows, version_config
@@ -69,17 +69,22 @@ class VersionManager:
         return self._rows.get(kb, version)
 
     def create(self, kb: str, config_yaml: str) -> KBVersion:
-        """A new `building` version: the live config with the index sections of `config_yaml` (operator input,
-        validated like `ragkb kb configure`'s). Refused when no index section changes."""
+        """A new `building` version: the live config with the index sections `config_yaml` names (tenant input:
+        operator settings refused, models and profiles must be offered). Refused when no index section changes."""
         self.list(kb)
         live = self._catalog.tenant_config(kb)
-        proposed = KBConfig.from_tenant_yaml(config_yaml, name=kb, profiles=self._catalog.profiles,
-                                             operator_tool=True)
-        if all(getattr(proposed, s) == getattr(live, s) for s in INDEX_SECTIONS):
-            raise InvalidArgument(f"the config changes none of {', '.join(INDEX_SECTIONS)}: no new index is needed; "
-                                  "change other settings with ragkb kb configure")
-        index_settings = {section: getattr(proposed, section) for section in INDEX_SECTIONS}
-        candidate = live.model_copy(update=index_settings)
+        data = yaml_mapping(config_yaml)
+        if not isinstance(data, dict):
+            raise InvalidArgument("a version's config must be a YAML mapping")
+        others = sorted(map(str, set(data) - set(INDEX_SECTIONS)))
+        if others:
+            raise InvalidArgument(f"a version sets only {', '.join(INDEX_SECTIONS)}; {', '.join(others)} "
+                                  "belong to the knowledge base (ragkb kb configure)")
+        proposed = KBConfig.from_tenant_mapping(data, name=kb, profiles=self._catalog.profiles)
+        # a section the config names replaces the live one's; the others stay
+        candidate = live.model_copy(update={section: getattr(proposed, section) for section in data})
+        if all(getattr(candidate, s) == getattr(live, s) for s in INDEX_SECTIONS):
+            raise InvalidArgument(f"the config changes none of {', '.join(INDEX_SECTIONS)}: no new index is needed")
         self._catalog.check_mode(candidate)
         return self._rows.create(
             kb, lambda number: candidate.model_copy(update={"index_version": number}).to_tenant_yaml())
@@ -92,6 +97,13 @@ class VersionManager:
         thread = threading.Thread(target=self.build, args=(kb, version), name=f"build-{kb}-v{version}", daemon=True)
         self._builds[key] = thread
         thread.start()
+
+    def resume_builds(self) -> None:
+        """Start again every build a previous process left unfinished (a build is idempotent per document)."""
+        for kb in self._catalog.names():
+            for version in self._rows.list(kb):
+                if version.state == BUILDING:
+                    self.start_build(kb, version.version)
 
     def wait(self, kb: str, version: int, timeout_s: float | None = None) -> KBVersion:
         """The version once its build thread (if any) has finished."""

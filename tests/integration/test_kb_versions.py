@@ -119,8 +119,14 @@ def test_a_failed_gate_leaves_the_old_version_live_and_stores_both_metric_rows(k
 
 
 def test_versions_refuse_what_they_cannot_do(kb):
-    with pytest.raises(InvalidArgument, match="changes none of"):
+    with pytest.raises(InvalidArgument, match="a version sets only .* retriever belong to the knowledge base"):
         kb.versions.create("manual", "retriever: {top_k: 3}\n")
+    with pytest.raises(InvalidArgument, match="changes none of"):
+        kb.versions.create("manual", "embedder: {name: sentence-transformers}\n")
+    with pytest.raises(InvalidArgument, match="; index_version belong to the knowledge base"):
+        kb.versions.create("manual", "index_version: 9\nembedder: {model: tiny-m3}\n")
+    with pytest.raises(InvalidArgument, match="is not offered by this server"):
+        kb.versions.create("manual", "embedder: {model: /etc/passwd}\n")
     with pytest.raises(InvalidArgument, match="operator setting"):
         kb.versions.create("manual", "keyword_store: {hosts: ['http://evil:9200']}\n")
     kb.versions.create("manual", RE_EMBED)

@@ -39,6 +39,7 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     server.add_warm_up(versions.resume_builds)  # a build the last process did not finish starts again
     server.add_warm_up(schedule.start)
     server.add_closer(schedule.stop)
+    server.add_closer(versions.stop)
     server.add_closer(registry.close)
     server.add_closer(indexer.versions.close)
     return server

@@ -54,6 +54,7 @@ class VersionManager:
         self._rows: VersionRows = indexer.versions
         self._retention = retention
         self._builds: dict[tuple[str, int], threading.Thread] = {}
+        self._stopping = threading.Event()
 
     def list(self, kb: str) -> list[KBVersion]:
         """Every version of a KB; one that has none yet is recorded as version 1, live, as it is."""
@@ -105,6 +106,12 @@ class VersionManager:
                 if version.state == BUILDING:
                     self.start_build(kb, version.version)
 
+    def stop(self) -> None:
+        """Let running builds stop after their current document (they stay `building`); before the stores close."""
+        self._stopping.set()
+        for thread in list(self._builds.values()):
+            thread.join(timeout=120)
+
     def wait(self, kb: str, version: int, timeout_s: float | None = None) -> KBVersion:
         """The version once its build thread (if any) has finished."""
         thread = self._builds.get((kb, version))
@@ -124,6 +131,8 @@ class VersionManager:
             entries = self._registry.list(kb)
             self._rows.progress(kb, version, 0, len(entries))
             for done, entry in enumerate(entries, start=1):
+                if self._stopping.is_set():  # the process is stopping: the next one resumes the build
+                    return self._rows.get(kb, version)
                 with self._indexer.document_lock(kb, entry.namespace, entry.doc_id):
                     self._indexer.copy_document(config, entry.namespace, entry.doc_id)
                 self._rows.progress(kb, version, done, len(entries))

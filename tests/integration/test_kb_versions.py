@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from ragkb.client import RagkbApiError, RagkbClient
+from services.gateway.auth import key_store_for
 from shared.config import Settings
 from shared.errors import FailedPrecondition, InvalidArgument
 from shared.stores.milvus import milvus_client
 from shared.kb_versions import BUILDING, DROPPED, FAILED, LIVE, READY, RETIRED
-from tests.integration.versions_support import DOCS, Indexing, QueryLoad, write_golden
+from tests.integration.versions_support import DOCS, Indexing, QueryLoad, retrieving, write_golden
 from tests.tiny_m3 import build_tiny_m3
 
 pytestmark = pytest.mark.integration
@@ -49,7 +51,7 @@ def states(indexing: Indexing) -> dict[int, str]:
 
 
 def test_a_re_embed_under_query_load_answers_every_query_from_old_then_new(kb, settings):
-    with QueryLoad(settings, "manual", LOAD) as load:
+    with QueryLoad(LOAD, retrieving(settings, "manual")) as load:
         load.wait_for(5)
         version = kb.versions.create("manual", RE_EMBED)
         assert (version.version, version.state) == (2, BUILDING)
@@ -154,3 +156,30 @@ def test_a_build_that_cannot_finish_fails_and_the_live_version_stays(kb, setting
     profiles.write_text(f"models: {{tiny-m3: '{tiny_m3}'}}\n", encoding="utf-8")
     assert kb.versions.drop("manual", 2).state == DROPPED
     assert kb.versions.create("manual", RE_EMBED).version == 3  # a number is never reused
+
+
+def test_only_a_kb_admin_over_every_namespace_changes_versions(stack, client):
+    """Through the embedded stack's REST API: a version holds every namespace of the KB."""
+    client.create_kb("guarded")
+    store = key_store_for(stack.settings)
+    keys = {"writer": store.create("versions-writer", role="writer", namespaces=["*"]),
+            "team": store.create("versions-team", role="kb_admin", namespaces=["default"]),
+            "admin": store.create("versions-admin", role="kb_admin", namespaces=["*"])}
+    try:
+        callers = {name: RagkbClient(stack.http_url, api_key=key) for name, key in keys.items()}
+        for name, message in (("writer", "this needs kb_admin"), ("team", "may access all of them")):
+            caller = callers[name]
+            for call in (lambda: caller.create_version("guarded", "keyword_store: {analyzer: char}\n"),
+                         lambda: caller.switch_version("guarded", 1), lambda: caller.rollback("guarded"),
+                         lambda: caller.drop_version("guarded", 1)):
+                with pytest.raises(RagkbApiError, match=message):
+                    call()
+            (listed,) = caller.list_versions("guarded")  # reading is allowed; configs only for a kb_admin
+            assert (listed["version"], listed["state"], bool(listed["config_yaml"])) == (1, "live", name == "team")
+        created = callers["admin"].create_version("guarded", "keyword_store: {analyzer: char}\n")
+        assert created["state"] == "building" and "analyzer: char" in created["config_yaml"]
+        with pytest.raises(RagkbApiError, match="operator setting"):
+            callers["admin"].create_version("guarded", "vector_store: {uri: 'http://attacker:19530'}\n")
+    finally:
+        for name in ("versions-writer", "versions-team", "versions-admin"):
+            store.delete(name)

@@ -8,7 +8,6 @@ pooling: the Milvus 2.3 server has no sparse-vector field for bge-m3's lexical w
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 
@@ -27,7 +26,7 @@ from shared.kb_settings import config_version
 from shared.kb_versions import VersionRows, version_config
 from shared.stores.milvus import milvus_client
 from tests.integration.conftest import ingest_folder
-from tests.integration.versions_support import DOCS, write_golden
+from tests.integration.versions_support import DOCS, QueryLoad, write_golden
 from tests.tiny_m3 import build_tiny_m3
 
 pytestmark = pytest.mark.integration
@@ -62,43 +61,15 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-class RestLoad:
-    """Queries the gateway without pause on a thread; keeps each answer's trace id, and every error or empty
-    result."""
+def querying(client: RagkbClient, kb: str):
+    """`ask` for QueryLoad over the gateway's REST API; records each answer's trace id."""
+    def ask(query: str) -> tuple[str, str]:
+        answer = client.query(kb, query)
+        problem = "" if answer["chunks"] and not answer["degraded"] else \
+            f"{len(answer['chunks'])} chunks, degraded {answer['degraded']}"
+        return answer["trace_id"], problem
 
-    def __init__(self, client: RagkbClient, kb: str):
-        self._client, self._kb = client, kb
-        self.trace_ids: list[str] = []
-        self.failures: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> RestLoad:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(120)
-
-    def wait_for(self, count: int) -> None:
-        target = len(self.trace_ids) + count
-        while len(self.trace_ids) < target and self._thread.is_alive() and not self._stop.wait(0.05):
-            pass
-
-    def _run(self) -> None:
-        number = 0
-        while not self._stop.is_set():
-            query = LOAD[number % len(LOAD)]
-            number += 1
-            try:
-                answer = self._client.query(self._kb, query)
-            except Exception as error:  # recorded: the test asserts there are none
-                self.failures.append(f"{query!r}: {type(error).__name__}: {error}")
-                continue
-            if not answer["chunks"] or answer["degraded"]:
-                self.failures.append(f"{query!r}: {len(answer['chunks'])} chunks, degraded {answer['degraded']}")
-            self.trace_ids.append(answer["trace_id"])
+    return ask
 
 
 def wait_built(client: RagkbClient, kb: str, version: int) -> dict:
@@ -123,7 +94,7 @@ def test_a_re_embed_under_load_switches_the_aliases_and_rolls_back_in_one_swap(s
     assert [(v["version"], v["state"]) for v in client.list_versions(kb)] == [(1, "live")]
     documents = {d["doc_id"] for d in client.list_documents(kb)}
     gone = sorted(documents)[0]
-    with RestLoad(client, kb) as load:
+    with QueryLoad(LOAD, querying(client, kb)) as load:
         load.wait_for(4)
         assert client.create_version(kb, RE_EMBED)["state"] == "building"
         # written while version 2 is built
@@ -138,7 +109,7 @@ def test_a_re_embed_under_load_switches_the_aliases_and_rolls_back_in_one_swap(s
         after = config_version(catalog.tenant_config(kb))
         load.wait_for(8)
     assert load.failures == []
-    answered = [client.trace(t)["request"]["kb_version"] for t in load.trace_ids]
+    answered = [client.trace(t)["request"]["kb_version"] for t in load.answered]
     # old, then new, never back
     assert answered == [before] * answered.count(before) + [after] * answered.count(after)
     assert answered.count(before) >= 4 and answered.count(after) >= 8

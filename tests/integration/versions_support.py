@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from services.indexer.indexer import Indexer
@@ -83,21 +84,17 @@ class Indexing:
                                     [chunk(kb, doc_id, text)])
 
 
-@dataclass
 class QueryLoad:
-    """Queries the KB without pause on a thread, each resolved from the catalog like a gateway request;
-    records the version that answered each, and every error or empty result."""
+    """Asks questions without pause on a thread, in turn from `queries`. `ask(query)` returns what to record
+    for the answer (which version answered) and a problem ('' = none: results, no degraded route); errors
+    and problems are kept in `failures`, which the tests assert is empty."""
 
-    settings: object
-    kb: str
-    queries: list[str]
-    answered: list[int] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-
-    def __post_init__(self):
+    def __init__(self, queries: list[str], ask: Callable[[str], tuple[object, str]]):
+        self._queries, self._ask = queries, ask
+        self.answered: list = []
+        self.failures: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._catalog = KnowledgeBaseCatalog.for_settings(self.settings)
 
     def __enter__(self) -> QueryLoad:
         self._thread.start()
@@ -105,7 +102,7 @@ class QueryLoad:
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        self._thread.join(60)
+        self._thread.join(120)
 
     def wait_for(self, count: int) -> None:
         """Until at least `count` more queries have been answered."""
@@ -114,22 +111,32 @@ class QueryLoad:
             pass
 
     def _run(self) -> None:
-        retriever = Retriever(self.settings)
-        search_filter = chunk_pb2.SearchFilter(namespaces=["default"])
-        try:
-            number = 0
-            while not self._stop.is_set():
-                query = self.queries[number % len(self.queries)]
-                number += 1
-                try:
-                    config = self._catalog.get(self.kb)
-                    result = retriever.retrieve(config, query, search_filter)
-                except Exception as error:  # recorded: the test asserts there are none
-                    self.failures.append(f"{query!r}: {type(error).__name__}: {error}")
-                    continue
-                if not result.candidates or result.degraded:
-                    self.failures.append(f"{query!r} on version {config.index_version}: "
-                                         f"{len(result.candidates)} results, degraded {result.degraded}")
-                self.answered.append(config.index_version)
-        finally:
-            retriever.close()
+        number = 0
+        while not self._stop.is_set():
+            query = self._queries[number % len(self._queries)]
+            number += 1
+            try:
+                answered, problem = self._ask(query)
+            except Exception as error:  # recorded: the test asserts there are none
+                self.failures.append(f"{query!r}: {type(error).__name__}: {error}")
+                continue
+            if problem:
+                self.failures.append(f"{query!r}: {problem}")
+            self.answered.append(answered)
+
+
+def retrieving(settings, kb: str) -> Callable[[str], tuple[int, str]]:
+    """`ask` for QueryLoad: the retriever on the config the catalog holds now, as the gateway resolves each
+    request; records the version that answered."""
+    catalog = KnowledgeBaseCatalog.for_settings(settings)
+    retriever = Retriever(settings)
+    search_filter = chunk_pb2.SearchFilter(namespaces=["default"])
+
+    def ask(query: str) -> tuple[int, str]:
+        config = catalog.get(kb)
+        result = retriever.retrieve(config, query, search_filter)
+        problem = "" if result.candidates and not result.degraded else \
+            f"{len(result.candidates)} results, degraded {result.degraded}"
+        return config.index_version, problem
+
+    return ask

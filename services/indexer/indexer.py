@@ -249,6 +249,7 @@ class Indexer:
 
     def delete_document(self, kb: KBConfig, namespace: str, doc_id: str) -> int:
         kb_name = kb.name
+        self._other_versions(kb)  # refuses a dropped version before its index is opened again
         _, keyword, vector = self.open_stores(kb)
         with self.document_lock(kb_name, namespace, doc_id):
             previous = self._registry.get(kb_name, namespace, doc_id)

@@ -234,5 +234,8 @@ class VersionManager:
         retired = sorted((v for v in self._rows.list(kb) if v.state == RETIRED),
                          key=lambda v: (v.updated_at, v.version), reverse=True)
         for old in retired[self._retention:]:
-            self.drop(kb, old.version)
+            try:
+                self.drop(kb, old.version)
+            except Exception:  # the switch has happened; the version stays retired and can be dropped later
+                log.exception("knowledge base %s: dropping retired version %d failed", kb, old.version)
 

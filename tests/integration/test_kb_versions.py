@@ -158,6 +158,18 @@ def test_a_build_that_cannot_finish_fails_and_the_live_version_stays(kb, setting
     assert kb.versions.create("manual", RE_EMBED).version == 3  # a number is never reused
 
 
+def test_a_build_left_unfinished_by_a_stopped_indexer_resumes_on_start(kb, settings):
+    kb.versions.create("manual", RE_EMBED)
+    kb.versions.stop()  # the indexer stops before the build has run
+    kb.versions.start_build("manual", 2)
+    assert kb.versions.wait("manual", 2, timeout_s=300).state == BUILDING
+    restarted = Indexing.build(settings)  # the next indexer process
+    restarted.versions.resume_builds()
+    resumed = restarted.versions.wait("manual", 2, timeout_s=300)
+    assert resumed.state == READY and resumed.docs_done == resumed.docs_total == len(DOCS)
+    assert restarted.doc_ids("manual", 2) == set(DOCS)
+
+
 def test_only_a_kb_admin_over_every_namespace_changes_versions(stack, client):
     """Through the embedded stack's REST API: a version holds every namespace of the KB."""
     client.create_kb("guarded")

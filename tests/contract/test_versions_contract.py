@@ -35,6 +35,9 @@ def test_versions_are_numbered_built_switched_and_retired(settings):
         rows.move("docs", 2, LIVE)
     rows.move("docs", 2, READY)
     assert [v.version for v in other.held("docs")] == [1, 2]
+    refused = {"outcome": "refused", "before": {"hybrid": 0.9}, "after": {"hybrid": 0.4}}
+    rows.decide("docs", 2, refused)  # a refused gate: the decision is kept, the state stays
+    assert (other.get("docs", 2).state, other.get("docs", 2).decision) == (READY, refused)
     decision = {"outcome": "switched", "before": {"ndcg@10": 0.5}, "after": {"ndcg@10": 0.6}}
     assert rows.switch("docs", 2, decision) == 1
     assert {v.version: v.state for v in other.list("docs")} == {1: RETIRED, 2: LIVE}

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 from tqdm import tqdm
 
-from ragkb import keys_cli
+from ragkb import keys_cli, versions_cli
 from ragkb.client import FINAL_STATES, RagkbApiError, RagkbClient, iter_files
 from shared.config import Settings
 
@@ -473,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     configure.add_argument("--namespace", action="append", help="namespace(s) the golden questions search")
     configure.add_argument("--force", action="store_true", help="store it even when nDCG@10 drops too far")
     configure.set_defaults(func=cmd_kb_configure)
+    versions_cli.add_commands(kb)
 
     ingest = commands.add_parser("ingest", help="ingest files or folders (recursive)")
     ingest.add_argument("paths", nargs="+", metavar="PATH")

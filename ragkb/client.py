@@ -96,6 +96,26 @@ class RagkbClient:
         return self._request("POST", f"/v1/knowledge-bases/{kb}/reconcile",
                              json={"namespace": namespace, "dry_run": dry_run})
 
+    def list_versions(self, kb: str) -> list[dict]:
+        return self._request("GET", f"/v1/knowledge-bases/{kb}/versions")["versions"]
+
+    def get_version(self, kb: str, version: int) -> dict:
+        return self._request("GET", f"/v1/knowledge-bases/{kb}/versions/{version}")
+
+    def create_version(self, kb: str, config_yaml: str) -> dict:
+        """A new version, re-indexed in the background (state `building`, then `ready` or `failed`)."""
+        return self._request("POST", f"/v1/knowledge-bases/{kb}/versions", json={"config_yaml": config_yaml})
+
+    def switch_version(self, kb: str, version: int, *, force: bool = False, namespaces: list[str] | None = None) -> dict:
+        return self._request("POST", f"/v1/knowledge-bases/{kb}/versions/{version}/switch",
+                             json={"force": force, "namespaces": namespaces or []})
+
+    def rollback(self, kb: str, *, to: int = 0) -> dict:
+        return self._request("POST", f"/v1/knowledge-bases/{kb}/rollback", json={"to": to})
+
+    def drop_version(self, kb: str, version: int) -> dict:
+        return self._request("DELETE", f"/v1/knowledge-bases/{kb}/versions/{version}")
+
     def wait(self, job_ids: Iterable[str], *, on_final: Callable[[dict], None] | None = None,
              poll_s: float = 0.2, timeout_s: float = 3600) -> list[dict]:
         """Poll until every job is final; `on_final` is called once per job as it finishes."""

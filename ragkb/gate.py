@@ -27,6 +27,11 @@ MEASUREMENT_FIELDS = {"tuning", "gate"}  # records of past measurements, not set
 
 def hybrid_ndcg(settings, kb: KBConfig, questions, namespaces: list[str]) -> float:
     """nDCG@10 of the hybrid list under the effective config `kb`, measured on the KB's real stores."""
+    return ndcg_row(settings, kb, questions, namespaces)["hybrid"]
+
+
+def ndcg_row(settings, kb: KBConfig, questions, namespaces: list[str]) -> dict[str, float]:
+    """nDCG@10 of each route and of the hybrid list under the effective config `kb` (the version it names)."""
     from services.retriever.retriever import Retriever
 
     retriever = Retriever(settings)
@@ -35,7 +40,7 @@ def hybrid_ndcg(settings, kb: KBConfig, questions, namespaces: list[str]) -> flo
                             progress="golden")
     finally:
         retriever.close()
-    return route_ndcg(runs)["hybrid"]
+    return route_ndcg(runs)
 
 
 def configure_kb(settings, kb_name: str, config_yaml: str, namespaces: list[str], *, force: bool = False) -> dict:
@@ -44,10 +49,13 @@ def configure_kb(settings, kb_name: str, config_yaml: str, namespaces: list[str]
     catalog = KnowledgeBaseCatalog.for_settings(settings)
     current = catalog.tenant_config(kb_name)
     proposed = KBConfig.from_tenant_yaml(config_yaml, name=kb_name, profiles=catalog.profiles, operator_tool=True)
+    # the version stays the live one: a new index is a new version (ragkb kb version create)
+    proposed = proposed.model_copy(update={"index_version": current.index_version})
     if proposed.embedder != current.embedder:
         raise FailedPrecondition(
             f"knowledge base {kb_name!r} is indexed with {current.embedder.name} {current.embedder.model!r}; "
-            "an embedder change needs a new knowledge base (measure it there with ragkb tune or ragkb eval)")
+            "an embedder change needs a new version of the knowledge base (ragkb kb version create), "
+            "which is re-indexed in the background and gated on the golden questions before it goes live")
     settings_changed = (proposed.retriever.model_dump(exclude=MEASUREMENT_FIELDS)
                         != current.retriever.model_dump(exclude=MEASUREMENT_FIELDS))
     golden = proposed.retriever.golden_questions or current.retriever.golden_questions

@@ -187,6 +187,28 @@ class IndexerClient(_ServiceClient):
         request = indexer_pb2.ReconcileRequest(kb=kb, namespace=namespace, dry_run=dry_run)
         return self._call("Reconcile", request, timeout_s=timeout_s, idempotent=True)
 
+    def list_versions(self, kb: str) -> list[indexer_pb2.KnowledgeBaseVersion]:
+        response = self._call("ListVersions", indexer_pb2.ListVersionsRequest(kb=kb), idempotent=True)
+        return list(response.versions)
+
+    def get_version(self, kb: str, version: int) -> indexer_pb2.KnowledgeBaseVersion:
+        return self._call("GetVersion", indexer_pb2.VersionRequest(kb=kb, version=version), idempotent=True)
+
+    def create_version(self, kb: str, config_yaml: str) -> indexer_pb2.KnowledgeBaseVersion:
+        return self._call("CreateVersion", indexer_pb2.CreateVersionRequest(kb=kb, config_yaml=config_yaml))
+
+    def switch_version(self, kb: str, version: int, *, force: bool = False, namespaces: list[str] | None = None,
+                       timeout_s: float | None = None) -> indexer_pb2.KnowledgeBaseVersion:
+        """`timeout_s`: the gate runs the golden questions on both versions first."""
+        request = indexer_pb2.SwitchVersionRequest(kb=kb, version=version, force=force, namespaces=namespaces or [])
+        return self._call("SwitchVersion", request, timeout_s=timeout_s)
+
+    def rollback_version(self, kb: str, to: int = 0) -> indexer_pb2.KnowledgeBaseVersion:
+        return self._call("RollbackVersion", indexer_pb2.RollbackVersionRequest(kb=kb, to=to))
+
+    def drop_version(self, kb: str, version: int) -> indexer_pb2.KnowledgeBaseVersion:
+        return self._call("DropVersion", indexer_pb2.VersionRequest(kb=kb, version=version))
+
 
 class _TranslatedStream:
     """A server stream whose errors come out as the project's exceptions."""

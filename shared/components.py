@@ -26,21 +26,23 @@ def bge_m3_embedder(config: EmbedderConfig) -> Embedder:
                          max_tokens=config.max_tokens, use_fp16=config.use_fp16, languages=config.languages)
 
 
-def sqlite_fts5_store(config: KeywordStoreConfig, *, kb: str, settings: Settings) -> KeywordStore:
+def sqlite_fts5_store(config: KeywordStoreConfig, *, kb: str, settings: Settings, version: int) -> KeywordStore:
     from shared.stores.sqlite_fts import SqliteFtsKeywordStore
 
-    return SqliteFtsKeywordStore(kb_dir(settings, kb) / "keyword.sqlite", analyzer=config.analyzer)
+    return SqliteFtsKeywordStore(version_dir(settings, kb, version) / "keyword.sqlite", analyzer=config.analyzer)
 
 
-def elasticsearch_store(config: KeywordStoreConfig, *, kb: str, settings: Settings) -> KeywordStore:
+def elasticsearch_store(config: KeywordStoreConfig, *, kb: str, settings: Settings, version: int) -> KeywordStore:
     from shared.stores.elasticsearch import ElasticsearchKeywordStore
 
     return ElasticsearchKeywordStore(config.hosts, kb=kb, index_prefix=config.index_prefix, analyzer=config.analyzer,
                                      request_timeout_s=config.request_timeout_s, max_retries=config.max_retries,
-                                     refresh=config.refresh, shards=config.shards, replicas=config.replicas)
+                                     refresh=config.refresh, shards=config.shards, replicas=config.replicas,
+                                     version=version)
 
 
-def milvus_store(config: VectorStoreConfig, *, kb: str, settings: Settings, embedder: Embedder) -> VectorStore:
+def milvus_store(config: VectorStoreConfig, *, kb: str, settings: Settings, embedder: Embedder,
+                 version: int) -> VectorStore:
     from shared.stores.milvus import MilvusVectorStore
 
     uri = config.uri or str(settings.data_dir / "milvus.db")
@@ -48,11 +50,17 @@ def milvus_store(config: VectorStoreConfig, *, kb: str, settings: Settings, embe
                              index_type=config.index_type, metric=config.metric,
                              index_params=config.index_params, search_params=config.search_params,
                              timeout_s=config.timeout_s, search_consistency=config.search_consistency,
-                             sparse_encoder=embedder.sparse_documents if getattr(embedder, "sparse", False) else None)
+                             sparse_encoder=embedder.sparse_documents if getattr(embedder, "sparse", False) else None,
+                             version=version)
 
 
 def kb_dir(settings: Settings, kb: str) -> Path:
     return settings.data_dir / "kbs" / kb
+
+
+def version_dir(settings: Settings, kb: str, version: int) -> Path:
+    """Version 1 keeps the folder a KB had before versions existed."""
+    return kb_dir(settings, kb) if version == 1 else kb_dir(settings, kb) / f"v{version}"
 
 
 def add_storage(registry: ComponentRegistry) -> ComponentRegistry:
@@ -77,8 +85,8 @@ def embedder_for(kb: KBConfig, registry: ComponentRegistry | None = None) -> Emb
 def keyword_store_for(kb: KBConfig, settings: Settings, registry: ComponentRegistry | None = None) -> KeywordStore:
     config = kb.keyword_store
     return (registry or storage_registry()).create(
-        "keyword_store", config.name, config, kb=kb.name, settings=settings,
-        cache_key=(kb.name, str(settings.data_dir), config.model_dump_json()))
+        "keyword_store", config.name, config, kb=kb.name, settings=settings, version=kb.index_version,
+        cache_key=(kb.name, kb.index_version, str(settings.data_dir), config.model_dump_json()))
 
 
 def vector_store_for(kb: KBConfig, settings: Settings, registry: ComponentRegistry | None = None) -> VectorStore:
@@ -86,5 +94,6 @@ def vector_store_for(kb: KBConfig, settings: Settings, registry: ComponentRegist
     config = kb.vector_store
     embedder = embedder_for(kb, registry)
     return registry.create("vector_store", config.name, config, kb=kb.name, settings=settings, embedder=embedder,
-                           cache_key=(kb.name, str(settings.data_dir), config.model_dump_json(),
+                           version=kb.index_version,
+                           cache_key=(kb.name, kb.index_version, str(settings.data_dir), config.model_dump_json(),
                                       embedder.model_id, embedder.dimension))

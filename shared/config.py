@@ -20,6 +20,7 @@ from shared.errors import InvalidArgument
 from shared.profiles import OperatorProfiles
 
 DEFAULT_NAMESPACE = "default"
+MAX_INDEX_VERSION = 100_000
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Settings:
     ingest_namespace_slots: int = 2  # jobs of one namespace queued or running at once (fairness)
     ingest_step_timeout_s: float = 600.0  # deadline of each pipeline step (parse, index)
     reconcile_interval_s: float = 3600.0  # scheduled store/registry reconciliation; 0 = off
+    version_retention: int = 1  # retired KB versions kept for rollback after a switch; older ones are dropped
     # security (docs/security.md): operator profiles a KB config chooses from; mTLS between services
     profiles_file: str = ""  # empty = <data_dir>/profiles.yaml (built-in profiles when absent)
     tls_dir: str = ""  # ca.pem + <service>.pem/.key (`ragkb certs init`); empty = plaintext, loopback only
@@ -317,6 +319,9 @@ class KBConfig(_Section):
     retriever: RetrieverConfig = RetrieverConfig()
     reranker: RerankerConfig = RerankerConfig()
     generator: GeneratorConfig = GeneratorConfig()
+    # which of the KB's versions (shared/kb_versions.py) this config is: names its physical index and collection.
+    # Set by the version commands only; 1 = the names a KB had before it had versions
+    index_version: int = Field(1, ge=1, le=MAX_INDEX_VERSION)
 
     @field_validator("name")
     @classmethod
@@ -326,11 +331,7 @@ class KBConfig(_Section):
 
     @classmethod
     def from_yaml(cls, text: str, *, name: str | None = None) -> KBConfig:
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as error:
-            raise InvalidArgument(f"knowledge base config is not valid YAML: {error}") from None
-        return cls.from_mapping(data, name=name)
+        return cls.from_mapping(yaml_mapping(text), name=name)
 
     @classmethod
     def from_mapping(cls, data, *, name: str | None = None) -> KBConfig:
@@ -362,11 +363,7 @@ class KBConfig(_Section):
 
         `operator_tool`: the config comes from an operator's command on the server (`ragkb kb configure`),
         which may also set the records in OPERATOR_RECORDS."""
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as error:
-            raise InvalidArgument(f"knowledge base config is not valid YAML: {error}") from None
-        return cls.from_tenant_mapping(data, name=name, profiles=profiles, operator_tool=operator_tool)
+        return cls.from_tenant_mapping(yaml_mapping(text), name=name, profiles=profiles, operator_tool=operator_tool)
 
     @classmethod
     def from_tenant_mapping(cls, data, *, name: str, profiles: OperatorProfiles,
@@ -434,6 +431,14 @@ OPERATOR_FIELDS = {
 
 # Stored with a KB but written only by the operator's tools: a file path on the server, and measurements.
 OPERATOR_RECORDS = {"retriever": ("golden_questions", "tuning", "gate")}
+
+
+def yaml_mapping(text: str):
+    """A KB config's YAML parsed (empty = {}); whether it is a mapping is checked by `KBConfig.from_mapping`."""
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise InvalidArgument(f"knowledge base config is not valid YAML: {error}") from None
 
 
 def shipped_model_names() -> tuple[str, ...]:

@@ -89,9 +89,12 @@ class KnowledgeBaseCatalog:
         """Create a KB from tenant YAML (operator settings refused); returns the effective config."""
         validate_kb_name(name)
         config = KBConfig.from_tenant_yaml(config_yaml or "{}", name=name, profiles=self.profiles)
+        if config.index_version != 1:
+            raise InvalidArgument("index_version is set by the version commands (ragkb kb version), "
+                                  "not in a knowledge-base config")
         if description:
             config = config.model_copy(update={"description": description})
-        self._check_mode(config)
+        self.check_mode(config)
         self._rows.insert(name, config.to_tenant_yaml())
         return config.resolve(self.profiles)
 
@@ -99,13 +102,13 @@ class KnowledgeBaseCatalog:
         """Store a new tenant-level config of an existing KB (fusion settings fitted by `ragkb tune`, a gated
         change); returns the effective config."""
         validate_kb_name(config.name)
-        self._check_mode(config)
+        self.check_mode(config)
         self._rows.update(config.name, config.to_tenant_yaml())
         with self._lock:
             self._cache.pop(config.name, None)
         return config.resolve(self.profiles)
 
-    def _check_mode(self, config: KBConfig) -> None:
+    def check_mode(self, config: KBConfig) -> None:
         """Cluster mode offers no store that is a file of one process: the indexer and the retrievers run apart."""
         if not self.cluster:
             return

@@ -28,7 +28,8 @@ from shared.errors import InvalidArgument
 from shared.kb import KnowledgeBaseCatalog
 from shared.profiles import LiveProfiles, OperatorProfiles
 
-_STORES = ("embedder", "keyword_store", "vector_store")
+# `index_version` names the physical index and collection the stores address (shared/kb_versions.py)
+_STORES = ("embedder", "keyword_store", "vector_store", "index_version")
 # The config sections each callee reads. The reranker holds the store sections to pass them on to the
 # retriever (split-part restoration); the generator's evidence selection and claim check use the embedder,
 # and `claim_check: cross-encoder` the reranker's model.

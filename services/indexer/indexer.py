@@ -6,6 +6,11 @@ one does not reuse. A crash in between leaves extra chunks (repairable), never a
 missing document. Chunk ids are content-derived, so chunks that did not change
 keep their id and are neither re-embedded nor rewritten.
 
+A KB with more than one version (shared/kb_versions.py) gets every write in each version
+whose index exists (building, ready, live, retired): the request's version first, then
+the others from the registry's stored chunks, inside the same document lock, so a
+version being built and one kept for rollback miss nothing.
+
 Chunks are embedded and written in batches so callers see progress. An attempt
 that is abandoned part-way (the caller cancelled or went away) is rolled back:
 the chunks it wrote are deleted and the registry entry restored. An attempt cut
@@ -16,6 +21,7 @@ chunk set.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import zlib
@@ -28,7 +34,10 @@ from shared.config import KBConfig, Settings
 from shared.contracts import chunk_pb2, indexer_pb2
 from shared.errors import FailedPrecondition, InvalidArgument, NotFound
 from shared.kb import KnowledgeBaseCatalog
+from shared.kb_versions import VersionRows, version_config
 from shared.registry import ComponentRegistry
+
+log = logging.getLogger("ragkb.indexer")
 
 
 @dataclass
@@ -48,11 +57,12 @@ class Progress:
 
 class Indexer:
     def __init__(self, settings: Settings, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry,
-                 components_registry: ComponentRegistry | None = None):
+                 components_registry: ComponentRegistry | None = None, versions: VersionRows | None = None):
         self._settings = settings
         self._components = components_registry or components.storage_registry("indexer")
         self._catalog = catalog
         self._registry = registry
+        self.versions = versions or VersionRows.for_settings(settings)
         self._locks = [threading.Lock() for _ in range(64)]
 
     def create_kb(self, name: str, *, description: str = "", config_yaml: str = "") -> KBConfig:
@@ -63,16 +73,56 @@ class Indexer:
     def open_stores(self, kb: KBConfig):
         """Open (creating if needed) both stores; refuses a KB whose recorded model differs from its config."""
         embedder = components.embedder_for(kb, self._components)
-        recorded = self._registry.model_of(kb.name)
+        recorded = self._registry.model_of(model_key(kb))
         if recorded and recorded != (embedder.model_id, embedder.dimension):
             raise FailedPrecondition(
-                f"knowledge base {kb.name!r} was indexed with {recorded[0]} ({recorded[1]}-d) but is configured "
-                f"with {embedder.model_id} ({embedder.dimension}-d); create a new knowledge base to change models"
+                f"knowledge base {kb.name!r} version {kb.index_version} was indexed with {recorded[0]} "
+                f"({recorded[1]}-d) but is configured with {embedder.model_id} ({embedder.dimension}-d); "
+                "change models with a new version (ragkb kb version create)"
             )
         keyword = components.keyword_store_for(kb, self._settings, self._components)
         vector = components.vector_store_for(kb, self._settings, self._components)
-        self._registry.record_model(kb.name, embedder.model_id, embedder.dimension)
+        self._registry.record_model(model_key(kb), embedder.model_id, embedder.dimension)
         return embedder, keyword, vector
+
+    def _other_versions(self, kb: KBConfig) -> list[KBConfig]:
+        """The effective configs of the KB's other versions whose index exists; refuses a write for a version
+        whose index was dropped (a job accepted before the drop: its retry takes the live config)."""
+        held = self.versions.held(kb.name)
+        if held and kb.index_version not in {v.version for v in held}:
+            raise FailedPrecondition(f"version {kb.index_version} of knowledge base {kb.name!r} was dropped; "
+                                     "retry with the knowledge base's current config")
+        return [version_config(v, self._catalog.profiles) for v in held if v.version != kb.index_version]
+
+    def _mirror(self, kb: KBConfig, namespace: str, doc_id: str) -> None:
+        """Bring every other version of the KB in line with the registry for one document (lock held).
+
+        A version this fails for is repaired by the reconciliation that precedes its switch."""
+        for other in self._other_versions(kb):
+            try:
+                self.copy_document(other, namespace, doc_id)
+            except Exception:
+                log.exception("could not write %s/%s to version %d of %s", namespace, doc_id, other.index_version,
+                              kb.name)
+
+    def copy_document(self, kb: KBConfig, namespace: str, doc_id: str) -> int:
+        """Make version `kb`'s stores hold exactly the registry's complete chunks of one document, embedded with
+        that version's embedder; returns the chunks written. The caller holds the document lock."""
+        embedder, keyword, vector = self.open_stores(kb)
+        entry = self._registry.get(kb.name, namespace, doc_id)
+        wanted = set(entry.chunk_ids) if entry is not None and entry.status == INDEXED else set()
+        in_keyword, in_vector = keyword.chunk_ids(namespace, doc_id), vector.chunk_ids(namespace, doc_id)
+        missing = wanted - (in_keyword & in_vector)
+        chunks = self._registry.chunks(kb.name, namespace, doc_id, sorted(missing)) if missing else []
+        batch_size = kb.embedder.batch_size
+        for start in range(0, len(chunks), batch_size):
+            batch = chunks[start:start + batch_size]
+            vector.upsert(batch, embedder.embed_documents([c.content for c in batch]))
+            keyword.upsert(batch)
+        stale = sorted((in_keyword | in_vector) - wanted)
+        vector.delete_ids(stale)
+        keyword.delete_ids(stale)
+        return len(chunks)
 
     def index_document(self, kb: KBConfig, namespace: str, doc_id: str, content_hash: str,
                        chunks: list[chunk_pb2.KnowledgeChunk], source_uri: str = "") -> IndexReport:
@@ -90,10 +140,23 @@ class Indexer:
         the attempt back.
         """
         _validate_chunks(kb.name, namespace, doc_id, chunks)
+        self._other_versions(kb)  # refuses a dropped version before anything is written
         embedder, keyword, vector = self.open_stores(kb)
         with self.document_lock(kb.name, namespace, doc_id):
-            yield from self._index_locked(kb, embedder, keyword, vector, namespace, doc_id, content_hash, chunks,
-                                          source_uri)
+            report = None
+            steps = self._index_locked(kb, embedder, keyword, vector, namespace, doc_id, content_hash, chunks,
+                                       source_uri)
+            try:
+                for step in steps:
+                    if isinstance(step, IndexReport):
+                        report = step
+                    else:
+                        yield step
+            finally:
+                steps.close()  # an abandoned attempt rolls back here, still under the lock
+            # versions are looked up after the registry write: a version created since is built from it
+            self._mirror(kb, namespace, doc_id)
+            yield report
 
     def _index_locked(self, kb, embedder, keyword, vector, namespace, doc_id, content_hash, chunks, source_uri):
         kb_name, total = kb.name, len(chunks)
@@ -186,6 +249,7 @@ class Indexer:
 
     def delete_document(self, kb: KBConfig, namespace: str, doc_id: str) -> int:
         kb_name = kb.name
+        self._other_versions(kb)  # refuses a dropped version before its index is opened again
         _, keyword, vector = self.open_stores(kb)
         with self.document_lock(kb_name, namespace, doc_id):
             previous = self._registry.get(kb_name, namespace, doc_id)
@@ -197,7 +261,13 @@ class Indexer:
             ordered = sorted(ids)
             deleted = max(vector.delete_ids(ordered), keyword.delete_ids(ordered))
             self._registry.delete(kb_name, namespace, doc_id)
+            self._mirror(kb, namespace, doc_id)
             return deleted
+
+
+def model_key(kb: KBConfig) -> str:
+    """The registry's key for the embedding model of one version ('/' is not allowed in KB names)."""
+    return kb.name if kb.index_version == 1 else f"{kb.name}/v{kb.index_version}"
 
 
 def _validate_chunks(kb: str, namespace: str, doc_id: str, chunks: list[chunk_pb2.KnowledgeChunk]) -> None:

@@ -6,6 +6,7 @@ from services.indexer import servicer
 from services.indexer.indexer import Indexer
 from services.indexer.reconciler import PeriodicReconciler, Reconciler
 from services.indexer.registry import DocumentRegistry
+from services.indexer.versions import VersionManager
 from shared import components
 from shared.config import KBConfig, Settings
 from shared.kb import KnowledgeBaseCatalog
@@ -21,8 +22,9 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     indexer = Indexer(settings, catalog, registry, stores)
     server = ServiceServer.inner("indexer", settings, port=settings.port_of(settings.indexer_addr) if port is None else port)
     reconciler = Reconciler(indexer, catalog, registry)
+    versions = VersionManager(settings, catalog, registry, indexer, reconciler, retention=settings.version_retention)
     servicer.add_to(server, indexer, catalog, registry, reconciler,
-                    SettingsResolver(LiveProfiles.for_settings(settings)))
+                    SettingsResolver(LiveProfiles.for_settings(settings)), versions)
     schedule = PeriodicReconciler(reconciler, catalog, settings.reconcile_interval_s)
 
     def open_every_kb() -> None:
@@ -34,9 +36,12 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
 
     server.add_warm_up(open_every_kb)
     server.add_warm_up(reconciler.roll_back_interrupted)  # a crash may have left half-written documents
+    server.add_warm_up(versions.resume_builds)  # a build the last process did not finish starts again
     server.add_warm_up(schedule.start)
     server.add_closer(schedule.stop)
+    server.add_closer(versions.stop)
     server.add_closer(registry.close)
+    server.add_closer(indexer.versions.close)
     return server
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from services.indexer.indexer import IndexReport, Indexer
+from services.indexer.indexer import IndexReport, Indexer, model_key
 from services.indexer.reconciler import Reconciler
 from services.indexer.registry import DocumentRegistry
+from services.indexer.versions import VersionManager
 from shared import tenancy
 from shared.contracts import chunk_pb2, indexer_pb2, indexer_pb2_grpc
 from shared.embedders import model_slug
 from shared.errors import InvalidArgument, PermissionDenied
 from shared.kb import KnowledgeBaseCatalog
-from shared.kb_settings import SettingsResolver
+from shared.kb_settings import SettingsResolver, canonical_json
+from shared.kb_versions import KBVersion
 
 SERVICE_NAME = "ragkb.v1.IndexerService"
 
@@ -20,8 +22,9 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
     the catalog is read only for the knowledge-base lifecycle calls (create, get, list)."""
 
     def __init__(self, indexer: Indexer, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry,
-                 reconciler: Reconciler, kbs: SettingsResolver):
+                 reconciler: Reconciler, kbs: SettingsResolver, versions: VersionManager):
         self._indexer = indexer
+        self._versions = versions
         self._catalog = catalog
         self._kbs = kbs
         self._registry = registry
@@ -32,7 +35,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
         (as its tenant wrote it, no operator settings) for those who may change configs (kb_admin)."""
         config = self._catalog.tenant_config(name)
         documents, chunks = self._registry.counts(name, tenancy.check_namespaces(()))
-        model = self._registry.model_of(name)
+        model = self._registry.model_of(model_key(config))
         return indexer_pb2.KnowledgeBase(
             name=name, description=config.description,
             config_yaml=config.to_tenant_yaml() if tenancy.has_role("kb_admin") else "",
@@ -112,6 +115,50 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
             for namespace in namespaces for d in self._registry.list(request.kb, namespace)
         ])
 
+    # --- versions: reads for every reader, changes for a kb_admin over every namespace (a version is the whole KB)
+
+    @staticmethod
+    def _version_admin() -> None:
+        tenancy.check_role("kb_admin")
+        if not tenancy.require().all_namespaces:
+            raise PermissionDenied("a knowledge-base version holds every namespace; changing versions needs a key "
+                                   "that may access all of them")
+
+    def ListVersions(self, request, context):
+        return indexer_pb2.ListVersionsResponse(versions=[_version(v) for v in self._versions.list(request.kb)])
+
+    def GetVersion(self, request, context):
+        return _version(self._versions.get(request.kb, request.version))
+
+    def CreateVersion(self, request, context):
+        self._version_admin()
+        version = self._versions.create(request.kb, request.config_yaml)
+        self._versions.start_build(request.kb, version.version)
+        return _version(version)
+
+    def SwitchVersion(self, request, context):
+        self._version_admin()
+        namespaces = [ns for ns in request.namespaces if ns]
+        return _version(self._versions.switch(request.kb, request.version, force=request.force,
+                                              namespaces=namespaces or None))
+
+    def RollbackVersion(self, request, context):
+        self._version_admin()
+        return _version(self._versions.rollback(request.kb, request.to or None))
+
+    def DropVersion(self, request, context):
+        self._version_admin()
+        return _version(self._versions.drop(request.kb, request.version))
+
+
+def _version(version: KBVersion) -> indexer_pb2.KnowledgeBaseVersion:
+    return indexer_pb2.KnowledgeBaseVersion(
+        kb=version.kb, version=version.version, state=version.state, docs_done=version.docs_done,
+        docs_total=version.docs_total, error=version.error,
+        decision_json=canonical_json(version.decision) if version.decision else "",
+        config_yaml=version.config_yaml if tenancy.has_role("kb_admin") else "",
+        created_at=version.created_at, updated_at=version.updated_at)
+
 
 def _response(report: IndexReport) -> indexer_pb2.IndexDocumentResponse:
     return indexer_pb2.IndexDocumentResponse(
@@ -122,6 +169,6 @@ def _response(report: IndexReport) -> indexer_pb2.IndexDocumentResponse:
 
 
 def add_to(server, indexer: Indexer, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry,
-           reconciler: Reconciler, kbs: SettingsResolver) -> None:
+           reconciler: Reconciler, kbs: SettingsResolver, versions: VersionManager) -> None:
     server.add(indexer_pb2_grpc.add_IndexerServiceServicer_to_server,
-               IndexerServicer(indexer, catalog, registry, reconciler, kbs), SERVICE_NAME)
+               IndexerServicer(indexer, catalog, registry, reconciler, kbs, versions), SERVICE_NAME)

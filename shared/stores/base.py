@@ -53,6 +53,10 @@ class KeywordStore(Protocol):
 
     def drop(self) -> None: ...
 
+    def make_live(self) -> None:
+        """Point the KB's live alias at this store's index (the version switch; see shared/kb_versions.py)."""
+        ...
+
 
 @runtime_checkable
 class VectorStore(Protocol):
@@ -73,3 +77,7 @@ class VectorStore(Protocol):
     def count(self) -> int: ...
 
     def drop(self) -> None: ...
+
+    def make_live(self) -> None:
+        """Point the KB's live alias at this store's collection (the version switch)."""
+        ...

@@ -72,12 +72,20 @@ def porter(tokens: Iterable[str]) -> list[str]:
     return [stemmer.stemWord(t) if t.isascii() and t.isalpha() else t for t in tokens]
 
 
-def index_name(prefix: str, kb: str) -> str:
-    """Index names must be lower-case; a KB name with capitals gets a hash suffix so 'A' and 'a' differ."""
+def index_name(prefix: str, kb: str, version: int = 1) -> str:
+    """Index names must be lower-case; a KB name with capitals gets a hash suffix so 'A' and 'a' differ.
+
+    Version 1 keeps the name a KB had before versions existed; later versions add `.v<N>` ('.' is not
+    allowed in KB names, so no KB's name can produce another KB's version)."""
     name = f"{prefix}-kb-{kb.lower()}"
     if kb != kb.lower():
         name += "-" + hashlib.sha1(kb.encode()).hexdigest()[:8]
-    return name
+    return name if version == 1 else f"{name}.v{version}"
+
+
+def alias_name(prefix: str, kb: str) -> str:
+    """The alias that always names the live version's index."""
+    return f"{index_name(prefix, kb)}.live"
 
 
 class ElasticsearchKeywordStore:
@@ -85,7 +93,7 @@ class ElasticsearchKeywordStore:
 
     def __init__(self, hosts: Sequence[str], *, kb: str, index_prefix: str = "ragkb", analyzer: Analyzer = "jieba",
                  request_timeout_s: float = 5.0, max_retries: int = 2, refresh: str = "wait_for",
-                 shards: int = 1, replicas: int = 0):
+                 shards: int = 1, replicas: int = 0, version: int = 1):
         hosts = [h for h in hosts if h]
         if not hosts or not all(h.startswith(("http://", "https://")) for h in hosts):
             raise ValueError(f"elasticsearch hosts must be http(s):// URLs, got {list(hosts)!r}")
@@ -98,7 +106,8 @@ class ElasticsearchKeywordStore:
         from elasticsearch import Elasticsearch
 
         self.hosts = hosts
-        self.index = index_name(index_prefix, kb)
+        self.index = index_name(index_prefix, kb, version)
+        self.alias = alias_name(index_prefix, kb)
         self._analyzer = analyzer
         self._refresh = refresh
         self._client = Elasticsearch(hosts, request_timeout=request_timeout_s, max_retries=max_retries,
@@ -224,6 +233,17 @@ class ElasticsearchKeywordStore:
 
     def drop(self) -> None:
         self._guard(self._client.indices.delete, index=self.index, ignore_unavailable=True)
+
+    def make_live(self) -> None:
+        """Point the KB's alias at this index, off any other, in one atomic alias update."""
+        actions = [{"remove": {"index": "*", "alias": self.alias, "must_exist": False}},
+                   {"add": {"index": self.index, "alias": self.alias}}]
+        self._guard(self._client.indices.update_aliases, actions=actions)
+
+    def live_index(self) -> str:
+        """The index the KB's alias names now ('' when it names none)."""
+        found = self._guard(self._client.indices.get_alias, name=self.alias, ignore_unavailable=True)
+        return next(iter(found), "")
 
     def close(self) -> None:
         self._client.close()

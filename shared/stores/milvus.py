@@ -52,8 +52,16 @@ def close_clients() -> None:
         _clients.clear()
 
 
-def collection_name(kb: str, model_id: str, dimension: int) -> str:
-    return f"kb_{kb}__{model_id}_{dimension}".replace("-", "_")
+def collection_name(kb: str, model_id: str, dimension: int, version: int = 1) -> str:
+    """Version 1 keeps the name a KB had before versions existed; later ones start `kbv<N>_`, which no
+    KB name can produce after the `kb_` of version 1."""
+    start = "kb_" if version == 1 else f"kbv{version}_"
+    return f"{start}{kb}__{model_id}_{dimension}".replace("-", "_")
+
+
+def alias_name(kb: str) -> str:
+    """The collection alias that always names the live version's collection."""
+    return f"kblive_{kb}".replace("-", "_")
 
 
 def _literal(value) -> str:
@@ -94,7 +102,7 @@ class MilvusVectorStore:
     def __init__(self, uri: str, *, kb: str, model_id: str, dimension: int, index_type: str = "AUTOINDEX",
                  metric: str = "COSINE", index_params: dict | None = None, search_params: dict | None = None,
                  timeout_s: float = 5.0, search_consistency: str = "Session",
-                 sparse_encoder: Callable[[list[str]], list[dict[int, float]]] | None = None):
+                 sparse_encoder: Callable[[list[str]], list[dict[int, float]]] | None = None, version: int = 1):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         if search_consistency not in CONSISTENCY_LEVELS:
@@ -102,13 +110,15 @@ class MilvusVectorStore:
         self._search_consistency = search_consistency
         self._client = milvus_client(uri)
         self.uri = uri
+        self._server = uri.startswith(("http://", "https://", "tcp://", "grpc://"))
         self.dimension = dimension
         self.metric = metric
         self._index_params = dict(index_params or {})
         self._search_params = {"metric_type": metric, "params": dict(search_params or {})}
         # every server call carries this deadline, so a dead or hung server fails the dense route fast
         self._timeout = timeout_s
-        self.collection = collection_name(kb, model_id, dimension)
+        self.collection = collection_name(kb, model_id, dimension, version)
+        self.alias = alias_name(kb)
         self._lock = threading.Lock()
         self._has_acl = True
         self._sparse_encoder = sparse_encoder
@@ -260,6 +270,27 @@ class MilvusVectorStore:
     def drop(self) -> None:
         with self._lock:
             self._client.drop_collection(self.collection, timeout=ADMIN_TIMEOUT_S)
+
+    def make_live(self) -> None:
+        """Point the KB's collection alias at this collection: one `alter_alias` (`create_alias` the first time).
+
+        Milvus Lite has no aliases (UNIMPLEMENTED); there the catalog's live version is the only pointer."""
+        if not self._server:
+            return
+        with self._lock:
+            if self.alias in self._client.list_aliases(timeout=ADMIN_TIMEOUT_S)["aliases"]:
+                self._client.alter_alias(self.collection, self.alias, timeout=ADMIN_TIMEOUT_S)
+            else:
+                self._client.create_alias(self.collection, self.alias, timeout=ADMIN_TIMEOUT_S)
+
+    def live_collection(self) -> str:
+        """The collection the KB's alias names now ('' when there is none, always on Milvus Lite)."""
+        if not self._server:
+            return ""
+        with self._lock:
+            if self.alias not in self._client.list_aliases(timeout=ADMIN_TIMEOUT_S)["aliases"]:
+                return ""
+            return self._client.describe_alias(self.alias, timeout=ADMIN_TIMEOUT_S)["collection_name"]
 
     def _existing(self, chunk_ids: Sequence[str]) -> set[str]:
         found: set[str] = set()

@@ -152,6 +152,10 @@ class SqliteFtsKeywordStore:
             self._db.execute("DELETE FROM chunks")
             self._db.execute("DELETE FROM chunks_fts")
 
+    def make_live(self) -> None:
+        """Nothing to point: one file per version, and the catalog's live version (one file rename or one row)
+        is what every request resolves, so it is this engine's alias."""
+
     def close(self) -> None:
         with self._lock:
             self._db.close()

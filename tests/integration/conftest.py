@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import grpc
@@ -14,7 +15,10 @@ from ragkb.embedded import EmbeddedStack
 from services.gateway.auth import key_store_for
 from shared import tls
 from shared.config import Settings
-from tests.conftest import SAMPLES
+from tests.conftest import ROOT, SAMPLES
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import engines  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +26,22 @@ def stack(tmp_path_factory):
     running = EmbeddedStack(Settings(data_dir=tmp_path_factory.mktemp("data")), ephemeral_ports=True).start()
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="module")
+def es(tmp_path_factory):
+    """A real Elasticsearch node for the module (scripts/engines.py)."""
+    node = engines.start_elasticsearch(tmp_path_factory.mktemp("elasticsearch"))
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="module")
+def milvus(tmp_path_factory):
+    """A real Milvus server for the module."""
+    server = engines.start_milvus(tmp_path_factory.mktemp("milvus"))
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="module")

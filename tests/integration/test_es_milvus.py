@@ -35,20 +35,6 @@ import engines  # noqa: E402
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def es(tmp_path_factory):
-    node = engines.start_elasticsearch(tmp_path_factory.mktemp("elasticsearch"))
-    yield node
-    node.stop()
-
-
-@pytest.fixture(scope="module")
-def milvus(tmp_path_factory):
-    server = engines.start_milvus(tmp_path_factory.mktemp("milvus"))
-    yield server
-    server.stop()
-
-
 # short timeouts: a stopped engine must fail its route in well under the route timeout
 KB_YAML = ("keyword_store:\n  name: elasticsearch\n  request_timeout_s: 2\n"
            "  max_retries: 1\nvector_store:\n  name: milvus\n  index_type: HNSW\n"

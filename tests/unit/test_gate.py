@@ -73,8 +73,8 @@ def test_a_harmless_change_passes_and_records_its_measurement(kb):
     assert not configure_kb(settings, "gated", described.to_tenant_yaml(), ["default"])["gated"]  # no retrieval change
 
 
-def test_an_embedder_change_needs_a_new_knowledge_base(kb):
+def test_an_embedder_change_needs_a_new_version(kb):
     settings, _, config = kb
     other = config.model_copy(update={"embedder": config.embedder.model_copy(update={"model": "bge-m3"})})
-    with pytest.raises(FailedPrecondition, match="needs a new knowledge base"):
+    with pytest.raises(FailedPrecondition, match="needs a new version of the knowledge base"):
         configure_kb(settings, "gated", other.to_tenant_yaml(), ["default"])

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from services.gateway.api import debug, openai_compat
 from services.gateway.api import steps as steps_rest
 from services.gateway.api import traces as trace_rest
+from services.gateway.api import versions as versions_rest
 from services.gateway.api.error_body import error_body
 from services.gateway.api.hygiene import RequestHygiene
 from services.gateway.api.upload_limit import UploadSizeLimit
@@ -89,7 +90,7 @@ def create_app(gateway: Gateway, *, max_json_bytes: int = 1024 * 1024) -> FastAP
     app.state.gateway = gateway
     app.add_middleware(RequestHygiene, max_json_bytes=max_json_bytes)  # JSON bodies; uploads are bounded below
     app.add_middleware(UploadSizeLimit, max_file_bytes=MAX_UPLOAD_BYTES)  # 413 before a too-large body is read
-    for router in (trace_rest.router, steps_rest.router, auth_rest.router, debug.router):
+    for router in (trace_rest.router, steps_rest.router, auth_rest.router, debug.router, versions_rest.router):
         app.include_router(router)
     app.include_router(conversations.router)  # streamed answers (SSE)
     app.include_router(openai_compat.router)  # a knowledge base as an OpenAI chat model

@@ -54,6 +54,27 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
     def QueryStream(self, request, context):
         yield from conversations.grpc_events(self._gateway.runtime, self._gateway.downstream.generator, request)
 
+    # versions: the indexer owns them and checks the caller (a change needs kb_admin over every namespace)
+
+    def ListVersions(self, request, context):
+        return indexer_pb2.ListVersionsResponse(versions=self._gateway.downstream.indexer.list_versions(request.kb))
+
+    def GetVersion(self, request, context):
+        return self._gateway.downstream.indexer.get_version(request.kb, request.version)
+
+    def CreateVersion(self, request, context):
+        return self._gateway.downstream.indexer.create_version(request.kb, request.config_yaml)
+
+    def SwitchVersion(self, request, context):
+        return self._gateway.downstream.indexer.switch_version(request.kb, request.version, force=request.force,
+                                                               namespaces=list(request.namespaces))
+
+    def RollbackVersion(self, request, context):
+        return self._gateway.downstream.indexer.rollback_version(request.kb, request.to)
+
+    def DropVersion(self, request, context):
+        return self._gateway.downstream.indexer.drop_version(request.kb, request.version)
+
 
 def add_to(server, gateway: Gateway) -> None:
     server.add(gateway_pb2_grpc.add_GatewayServiceServicer_to_server, GatewayServicer(gateway), SERVICE_NAME)

@@ -101,6 +101,36 @@ class GatewayServiceStub(object):
                 request_serializer=ragkb_dot_v1_dot_gateway__pb2.QueryRequest.SerializeToString,
                 response_deserializer=ragkb_dot_v1_dot_gateway__pb2.QueryEvent.FromString,
                 _registered_method=True)
+        self.ListVersions = channel.unary_unary(
+                '/ragkb.v1.GatewayService/ListVersions',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.ListVersionsRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.ListVersionsResponse.FromString,
+                _registered_method=True)
+        self.GetVersion = channel.unary_unary(
+                '/ragkb.v1.GatewayService/GetVersion',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.VersionRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+                _registered_method=True)
+        self.CreateVersion = channel.unary_unary(
+                '/ragkb.v1.GatewayService/CreateVersion',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.CreateVersionRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+                _registered_method=True)
+        self.SwitchVersion = channel.unary_unary(
+                '/ragkb.v1.GatewayService/SwitchVersion',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.SwitchVersionRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+                _registered_method=True)
+        self.RollbackVersion = channel.unary_unary(
+                '/ragkb.v1.GatewayService/RollbackVersion',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.RollbackVersionRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+                _registered_method=True)
+        self.DropVersion = channel.unary_unary(
+                '/ragkb.v1.GatewayService/DropVersion',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.VersionRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+                _registered_method=True)
 
 
 class GatewayServiceServicer(object):
@@ -189,6 +219,43 @@ class GatewayServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListVersions(self, request, context):
+        """Versions of a knowledge base (blue-green re-indexing; docs/architecture.md)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetVersion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateVersion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SwitchVersion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RollbackVersion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DropVersion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -256,6 +323,36 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.QueryStream,
                     request_deserializer=ragkb_dot_v1_dot_gateway__pb2.QueryRequest.FromString,
                     response_serializer=ragkb_dot_v1_dot_gateway__pb2.QueryEvent.SerializeToString,
+            ),
+            'ListVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListVersions,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.ListVersionsRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.ListVersionsResponse.SerializeToString,
+            ),
+            'GetVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetVersion,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.VersionRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.SerializeToString,
+            ),
+            'CreateVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateVersion,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.CreateVersionRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.SerializeToString,
+            ),
+            'SwitchVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.SwitchVersion,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.SwitchVersionRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.SerializeToString,
+            ),
+            'RollbackVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackVersion,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.RollbackVersionRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.SerializeToString,
+            ),
+            'DropVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.DropVersion,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.VersionRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -610,6 +707,168 @@ class GatewayService(object):
             '/ragkb.v1.GatewayService/QueryStream',
             ragkb_dot_v1_dot_gateway__pb2.QueryRequest.SerializeToString,
             ragkb_dot_v1_dot_gateway__pb2.QueryEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.GatewayService/ListVersions',
+            ragkb_dot_v1_dot_indexer__pb2.ListVersionsRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.ListVersionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.GatewayService/GetVersion',
+            ragkb_dot_v1_dot_indexer__pb2.VersionRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.GatewayService/CreateVersion',
+            ragkb_dot_v1_dot_indexer__pb2.CreateVersionRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SwitchVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.GatewayService/SwitchVersion',
+            ragkb_dot_v1_dot_indexer__pb2.SwitchVersionRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RollbackVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.GatewayService/RollbackVersion',
+            ragkb_dot_v1_dot_indexer__pb2.RollbackVersionRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DropVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.GatewayService/DropVersion',
+            ragkb_dot_v1_dot_indexer__pb2.VersionRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
             options,
             channel_credentials,
             insecure,

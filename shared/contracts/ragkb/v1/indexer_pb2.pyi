@@ -212,3 +212,85 @@ class ReconcileReport(_message.Message):
     keyword_chunks: int
     vector_chunks: int
     def __init__(self, kb: _Optional[str] = ..., documents_checked: _Optional[int] = ..., chunks_checked: _Optional[int] = ..., repairs: _Optional[_Iterable[_Union[DocumentRepair, _Mapping]]] = ..., skipped: _Optional[_Iterable[str]] = ..., keyword_chunks: _Optional[int] = ..., vector_chunks: _Optional[int] = ...) -> None: ...
+
+class KnowledgeBaseVersion(_message.Message):
+    __slots__ = ("kb", "version", "state", "docs_done", "docs_total", "error", "decision_json", "config_yaml", "created_at", "updated_at")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DOCS_DONE_FIELD_NUMBER: _ClassVar[int]
+    DOCS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    DECISION_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_YAML_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    version: int
+    state: str
+    docs_done: int
+    docs_total: int
+    error: str
+    decision_json: str
+    config_yaml: str
+    created_at: str
+    updated_at: str
+    def __init__(self, kb: _Optional[str] = ..., version: _Optional[int] = ..., state: _Optional[str] = ..., docs_done: _Optional[int] = ..., docs_total: _Optional[int] = ..., error: _Optional[str] = ..., decision_json: _Optional[str] = ..., config_yaml: _Optional[str] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ...) -> None: ...
+
+class ListVersionsRequest(_message.Message):
+    __slots__ = ("kb", "context")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
+
+class ListVersionsResponse(_message.Message):
+    __slots__ = ("versions",)
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    versions: _containers.RepeatedCompositeFieldContainer[KnowledgeBaseVersion]
+    def __init__(self, versions: _Optional[_Iterable[_Union[KnowledgeBaseVersion, _Mapping]]] = ...) -> None: ...
+
+class VersionRequest(_message.Message):
+    __slots__ = ("kb", "version", "context")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    version: int
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., version: _Optional[int] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
+
+class CreateVersionRequest(_message.Message):
+    __slots__ = ("kb", "config_yaml", "context")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_YAML_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    config_yaml: str
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., config_yaml: _Optional[str] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
+
+class SwitchVersionRequest(_message.Message):
+    __slots__ = ("kb", "version", "force", "namespaces", "context")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    version: int
+    force: bool
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., version: _Optional[int] = ..., force: bool = ..., namespaces: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
+
+class RollbackVersionRequest(_message.Message):
+    __slots__ = ("kb", "to", "context")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    TO_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    to: int
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., to: _Optional[int] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...

@@ -76,6 +76,36 @@ class IndexerServiceStub(object):
                 request_serializer=ragkb_dot_v1_dot_indexer__pb2.ListDocumentsRequest.SerializeToString,
                 response_deserializer=ragkb_dot_v1_dot_indexer__pb2.ListDocumentsResponse.FromString,
                 _registered_method=True)
+        self.ListVersions = channel.unary_unary(
+                '/ragkb.v1.IndexerService/ListVersions',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.ListVersionsRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.ListVersionsResponse.FromString,
+                _registered_method=True)
+        self.GetVersion = channel.unary_unary(
+                '/ragkb.v1.IndexerService/GetVersion',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.VersionRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+                _registered_method=True)
+        self.CreateVersion = channel.unary_unary(
+                '/ragkb.v1.IndexerService/CreateVersion',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.CreateVersionRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+                _registered_method=True)
+        self.SwitchVersion = channel.unary_unary(
+                '/ragkb.v1.IndexerService/SwitchVersion',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.SwitchVersionRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+                _registered_method=True)
+        self.RollbackVersion = channel.unary_unary(
+                '/ragkb.v1.IndexerService/RollbackVersion',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.RollbackVersionRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+                _registered_method=True)
+        self.DropVersion = channel.unary_unary(
+                '/ragkb.v1.IndexerService/DropVersion',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.VersionRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+                _registered_method=True)
 
 
 class IndexerServiceServicer(object):
@@ -134,6 +164,48 @@ class IndexerServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListVersions(self, request, context):
+        """Versions of a knowledge base: each its own index and collection; queries resolve the live one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetVersion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateVersion(self, request, context):
+        """A new version with other chunker, embedder or store settings, re-indexed in the background
+        from the stored chunks while writes reach both versions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SwitchVersion(self, request, context):
+        """Gate a ready version on the golden questions and make it live (force: despite the gate).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RollbackVersion(self, request, context):
+        """Back to a retired version (the one retired last when `to` is 0): no data is moved.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DropVersion(self, request, context):
+        """Delete a ready, retired or failed version's index and collection.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IndexerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -176,6 +248,36 @@ def add_IndexerServiceServicer_to_server(servicer, server):
                     servicer.ListDocuments,
                     request_deserializer=ragkb_dot_v1_dot_indexer__pb2.ListDocumentsRequest.FromString,
                     response_serializer=ragkb_dot_v1_dot_indexer__pb2.ListDocumentsResponse.SerializeToString,
+            ),
+            'ListVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListVersions,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.ListVersionsRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.ListVersionsResponse.SerializeToString,
+            ),
+            'GetVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetVersion,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.VersionRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.SerializeToString,
+            ),
+            'CreateVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateVersion,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.CreateVersionRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.SerializeToString,
+            ),
+            'SwitchVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.SwitchVersion,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.SwitchVersionRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.SerializeToString,
+            ),
+            'RollbackVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackVersion,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.RollbackVersionRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.SerializeToString,
+            ),
+            'DropVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.DropVersion,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.VersionRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -396,6 +498,168 @@ class IndexerService(object):
             '/ragkb.v1.IndexerService/ListDocuments',
             ragkb_dot_v1_dot_indexer__pb2.ListDocumentsRequest.SerializeToString,
             ragkb_dot_v1_dot_indexer__pb2.ListDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.IndexerService/ListVersions',
+            ragkb_dot_v1_dot_indexer__pb2.ListVersionsRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.ListVersionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.IndexerService/GetVersion',
+            ragkb_dot_v1_dot_indexer__pb2.VersionRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.IndexerService/CreateVersion',
+            ragkb_dot_v1_dot_indexer__pb2.CreateVersionRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SwitchVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.IndexerService/SwitchVersion',
+            ragkb_dot_v1_dot_indexer__pb2.SwitchVersionRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RollbackVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.IndexerService/RollbackVersion',
+            ragkb_dot_v1_dot_indexer__pb2.RollbackVersionRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DropVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.IndexerService/DropVersion',
+            ragkb_dot_v1_dot_indexer__pb2.VersionRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
             options,
             channel_credentials,
             insecure,

@@ -37,6 +37,7 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     server.add_warm_up(schedule.start)
     server.add_closer(schedule.stop)
     server.add_closer(registry.close)
+    server.add_closer(indexer.close)
     return server
 
 

@@ -115,7 +115,8 @@ def cmd_stack(args) -> int:
         return 2
     command = [sys.executable, str(script), args.action, "--dir", args.dir, "--timeout", str(args.timeout)]
     if args.action == "up":
-        command += ["--workers", str(args.workers)] + (["--foreground"] if args.foreground else [])
+        command += ["--workers", str(args.workers)] + (["--replicas", args.replicas] if args.replicas else []) \
+            + (["--foreground"] if args.foreground else [])
     return subprocess.call(command)
 
 
@@ -455,6 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_argument("action", choices=["up", "down"])
     stack.add_argument("--dir", default=str(Path.home() / ".ragkb-stack"), help="data, logs and state of the stack")
     stack.add_argument("--workers", type=int, default=1, help="Celery worker processes")
+    stack.add_argument("--replicas", default="", metavar="NAME=N,...",
+                       help="processes of the gateway and of each layer, e.g. gateway=2,indexer=2,retriever=3")
     stack.add_argument("--foreground", action="store_true", help="up: stay attached; Ctrl-C stops everything")
     stack.add_argument("--timeout", type=float, default=600, help="seconds to wait for readiness (or for down)")
     stack.set_defaults(func=cmd_stack)

@@ -1,6 +1,7 @@
 """The local multi-process stack: every service its own process on loopback, real engines under it.
 
-    python scripts/local_stack.py up --dir D [--workers N]   # start, print where each listens, return when ready
+    python scripts/local_stack.py up --dir D [--workers N] [--replicas retriever=3,indexer=2,gateway=2]
+                                                             # start, print where each listens, return when ready
     python scripts/local_stack.py up --dir D --foreground    # the same, then run until Ctrl-C
     python scripts/local_stack.py down --dir D               # stop what `up` started in D
 
@@ -17,7 +18,7 @@ chunks in the Elasticsearch node and the Milvus server (a Milvus Lite file admit
 SQLite FTS5 is not shared with the search side): `up` writes that KB config to D/kb.yaml, for
 `ragkb kb create NAME --config D/kb.yaml`.
 
-As a module: `LocalStack(directory, workers=1).start()` -> `.settings`, `.http_url`, `.kb_yaml_path`,
+As a module: `LocalStack(directory, workers=1, replicas={"retriever": 3}).start()` -> `.settings`, `.http_url`, `.kb_yaml_path`,
 `.services` (name -> process with `.address` and `.pid`), `.describe()`, `.stop()`.
 """
 
@@ -47,6 +48,7 @@ from shared.config import KBConfig, Settings  # noqa: E402
 from shared.tls import CALLERS, init_certs  # noqa: E402
 
 LAYERS = ("parser", "indexer", "retriever", "reranker", "generator")
+SCALABLE = ("gateway", *LAYERS)  # the workers are scaled with `workers`
 STATE_FILE = "stack.json"
 KB_FILE = "kb.yaml"
 
@@ -61,7 +63,9 @@ class ServiceProcess:
     def __init__(self, name: str, module: str, env: dict[str, str], address: str, log_path: Path):
         self.name, self.module, self.address, self.log_path = name, module, address, log_path
         # inner services serve mTLS: their health check presents the service's own certificate
-        self._tls = (env["RAGKB_TLS_DIR"], name) if name in CALLERS else ("", "")
+        # (a replica has its service's identity: `retriever-2` is a `retriever`)
+        service = module.split(".")[1]
+        self._tls = (env["RAGKB_TLS_DIR"], service) if service in CALLERS else ("", "")
         with open(log_path, "ab") as log:
             self.process = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env=env, stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -115,16 +119,37 @@ vector_store:
     return text
 
 
-class LocalStack:
-    """Start and stop the whole stack under `directory`; `workers` Celery worker processes."""
+def check_replicas(replicas: dict[str, int]) -> dict[str, int]:
+    """Replica counts of the scalable services; any service not named runs once."""
+    unknown = sorted(set(replicas) - set(SCALABLE))
+    if unknown:
+        raise ValueError(f"replicas of {', '.join(unknown)}: only {', '.join(SCALABLE)} can be scaled here")
+    for name, count in replicas.items():
+        if count < 1:
+            raise ValueError(f"replicas of {name}: {count} must be >= 1")
+    return {name: replicas.get(name, 1) for name in SCALABLE}
 
-    def __init__(self, directory: Path | str, *, workers: int = 1, grace_s: float = 20.0):
+
+def replica_names(service: str, count: int) -> list[str]:
+    """`retriever`, `retriever-2`, `retriever-3`: the first replica keeps the service's name."""
+    return [service, *(f"{service}-{n}" for n in range(2, count + 1))]
+
+
+class LocalStack:
+    """Start and stop the whole stack under `directory`; `workers` Celery worker processes and
+    `replicas` of the gateway and the inner services (each replica its own process and port; the callers
+    of a service balance over all its replicas, as they do over a Kubernetes Service)."""
+
+    def __init__(self, directory: Path | str, *, workers: int = 1, replicas: dict[str, int] | None = None,
+                 overrides: dict[str, object] | None = None, grace_s: float = 20.0):
         if workers < 1:
             raise ValueError(f"workers={workers} must be >= 1")
         if grace_s <= 0:
             raise ValueError(f"grace_s={grace_s} must be > 0")
         self.directory = Path(directory).resolve()
         self.workers = workers
+        self.replicas = check_replicas(replicas or {})
+        self.overrides = dict(overrides or {})  # further Settings of every service, e.g. ingest_step_timeout_s
         self.grace_s = grace_s
         self.logs = self.directory / "logs"
         self.kb_yaml_path = self.directory / KB_FILE
@@ -134,10 +159,16 @@ class LocalStack:
         self.elasticsearch: engines.ElasticsearchNode | None = None
         self.milvus: engines.MilvusServer | None = None
         self.settings: Settings | None = None
+        self._extra_gateway_urls: list[str] = []
 
     @property
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.settings.http_port}"
+
+    @property
+    def http_urls(self) -> list[str]:
+        """The REST address of every gateway replica, the first one first."""
+        return [self.http_url, *self._extra_gateway_urls]
 
     def start(self, timeout_s: float = 300) -> LocalStack:
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -166,19 +197,28 @@ class LocalStack:
         port = engines.free_port
         tls_dir = self.directory / "tls"
         init_certs(tls_dir, force=True)  # a development CA: every inner call of the stack is mutual TLS
+        addresses = {name: [f"127.0.0.1:{port()}" for _ in range(self.replicas.get(name, 1))] for name in LAYERS}
+        # callers dial every replica of a layer (an `ipv4:` replica list, balanced round robin)
         self.settings = Settings(
             data_dir=self.directory / "data", host="127.0.0.1", tls_dir=str(tls_dir),
-            **{f"{name}_addr": f"127.0.0.1:{port()}" for name in LAYERS},
+            **{f"{name}_addr": ",".join(addresses[name]) for name in LAYERS},
             gateway_grpc_addr=f"127.0.0.1:{port()}", http_port=port(), broker_url=self.redis.url,
-            database_url=self.postgres.dsn)
+            database_url=self.postgres.dsn, **self.overrides)
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         # the operator's side: where the engines are; knowledge bases only choose the profile by name
         (self.settings.data_dir / "profiles.yaml").write_text(
             f"keyword_store: {{default: {{hosts: ['{self.elasticsearch.url}']}}}}\n"
             f"vector_store: {{default: {{uri: '{self.milvus.uri}'}}}}\n", encoding="utf-8")
-        for name in LAYERS:
-            self._spawn(name, f"services.{name}.main", self.settings, getattr(self.settings, f"{name}_addr"))
+        for layer in LAYERS:
+            for name, address in zip(replica_names(layer, len(addresses[layer])), addresses[layer]):
+                # a replica listens on its own address and calls the other layers' full replica lists
+                self._spawn(name, f"services.{layer}.main", replace(self.settings, **{f"{layer}_addr": address}),
+                            address)
         self._spawn("gateway", "services.gateway.main", self.settings, self.settings.gateway_grpc_addr)
+        for name in replica_names("gateway", self.replicas["gateway"])[1:]:
+            settings = replace(self.settings, gateway_grpc_addr=f"127.0.0.1:{port()}", http_port=port())
+            self._spawn(name, "services.gateway.main", settings, settings.gateway_grpc_addr)
+            self._extra_gateway_urls.append(f"http://127.0.0.1:{settings.http_port}")
         for n in range(1, self.workers + 1):
             settings = replace(self.settings, worker_addr=f"127.0.0.1:{port()}")
             self._spawn(f"worker-{n}", "services.worker.main", settings, settings.worker_addr)
@@ -190,22 +230,24 @@ class LocalStack:
         self.services[name] = ServiceProcess(name, module, env, address, self.logs / f"{name}.log")
 
     def _wait_gateway_ready(self, deadline: float) -> None:
-        body: object = None
-        while time.monotonic() < deadline:
-            try:
-                response = httpx.get(f"{self.http_url}/healthz", timeout=5)
-                body = response.json()
-                if response.status_code == 200 and body.get("ready"):
-                    return
-            except (httpx.HTTPError, ValueError) as error:
-                body = repr(error)
-            time.sleep(0.3)
-        raise StackError(f"gateway {self.http_url}/healthz not ready in time: {body}")
+        for url in self.http_urls:
+            body: object = None
+            while time.monotonic() < deadline:
+                try:
+                    response = httpx.get(f"{url}/healthz", timeout=5)
+                    body = response.json()
+                    if response.status_code == 200 and body.get("ready"):
+                        break
+                except (httpx.HTTPError, ValueError) as error:
+                    body = repr(error)
+                time.sleep(0.3)
+            else:
+                raise StackError(f"gateway {url}/healthz not ready in time: {body}")
 
     def stop(self) -> None:
         """Clients first (gateway, workers), then the layers, then the engines; SIGKILL after the grace period."""
-        order = ["gateway", *[n for n in self.services if n.startswith("worker-")], *LAYERS]
-        for group in (order[:1 + self.workers], order[1 + self.workers:]):
+        callers = [n for n in self.services if n.startswith(("gateway", "worker-"))]
+        for group in (callers, [n for n in self.services if n not in callers]):
             running = [self.services[name] for name in group if name in self.services]
             for service in running:
                 service.terminate()
@@ -222,7 +264,8 @@ class LocalStack:
                  f"{'elasticsearch':<14} {self.elasticsearch.url}",
                  f"{'milvus':<14} {self.milvus.uri}"]
         for name, service in self.services.items():
-            extra = f", REST {self.http_url} (OpenAPI {self.http_url}/docs)" if name == "gateway" else ""
+            url = dict(zip(replica_names("gateway", len(self.http_urls)), self.http_urls)).get(name)
+            extra = f", REST {url} (OpenAPI {url}/docs)" if url else ""
             kind = "gRPC health" if name.startswith("worker-") else "gRPC"
             lines.append(f"{name:<14} {kind} {service.address}{extra}  (pid {service.pid}, log {service.log_path})")
         lines += [f"data           {self.settings.data_dir}", "",
@@ -249,12 +292,12 @@ def _raise_stop(*_) -> None:
     raise _Stop
 
 
-def _serve(directory: Path, workers: int, timeout_s: float, *, announce: bool) -> int:
+def _serve(directory: Path, workers: int, replicas: dict[str, int], timeout_s: float, *, announce: bool) -> int:
     """Start the stack, write its state file, run until SIGTERM/SIGINT, stop it."""
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
     state_file = directory / STATE_FILE
-    stack = LocalStack(directory, workers=workers)
+    stack = LocalStack(directory, workers=workers, replicas=replicas)
     try:
         stack.start(timeout_s)
         state_file.write_text(json.dumps(stack.state()))
@@ -274,7 +317,7 @@ def _serve(directory: Path, workers: int, timeout_s: float, *, announce: bool) -
             print("local stack stopped", flush=True)
 
 
-def _up(directory: Path, workers: int, timeout_s: float) -> int:
+def _up(directory: Path, workers: int, replicas: dict[str, int], timeout_s: float) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     state_file = directory / STATE_FILE
     if state_file.exists() and _alive(json.loads(state_file.read_text())["pid"]):
@@ -285,6 +328,7 @@ def _up(directory: Path, workers: int, timeout_s: float) -> int:
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, __file__, "serve", "--dir", str(directory), "--workers", str(workers),
+             "--replicas", ",".join(f"{name}={count}" for name, count in replicas.items()),
              "--timeout", str(timeout_s)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -338,11 +382,23 @@ def _down(directory: Path, timeout_s: float) -> int:
     return 0
 
 
+def _replica_counts(text: str) -> dict[str, int]:
+    try:
+        counts = {name.strip(): int(count) for name, count in
+                  (part.split("=", 1) for part in text.split(",") if part.strip())}
+        return check_replicas(counts)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}" if "=" in text or not text else
+                                         f"{text!r}: expected NAME=N[,NAME=N]") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("action", choices=["up", "down", "serve"])
     parser.add_argument("--dir", required=True, type=Path, help="data, logs, KB config and state of the stack")
     parser.add_argument("--workers", type=int, default=1, help="Celery worker processes (default 1)")
+    parser.add_argument("--replicas", default="", type=_replica_counts, metavar="NAME=N,...",
+                        help=f"processes of each of {', '.join(SCALABLE)} (default 1 each), e.g. retriever=3")
     parser.add_argument("--foreground", action="store_true", help="up: stay attached; Ctrl-C stops everything")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for readiness (or for down)")
     args = parser.parse_args(argv)
@@ -353,8 +409,8 @@ def main(argv: list[str] | None = None) -> int:
         return _down(directory, args.timeout)
     if args.action == "serve" or args.foreground:
         directory.mkdir(parents=True, exist_ok=True)
-        return _serve(directory, args.workers, args.timeout, announce=args.foreground)
-    return _up(directory, args.workers, args.timeout)
+        return _serve(directory, args.workers, args.replicas, args.timeout, announce=args.foreground)
+    return _up(directory, args.workers, args.replicas, args.timeout)
 
 
 if __name__ == "__main__":

@@ -24,10 +24,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from services.indexer.locks import LocalDocumentLocks, PostgresDocumentLocks, document_locks
 from services.indexer.registry import INDEXED, INDEXING, DocumentEntry, DocumentRegistry
 from shared import components
 from shared.config import KBConfig, Settings
@@ -57,13 +57,14 @@ class Progress:
 
 class Indexer:
     def __init__(self, settings: Settings, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry,
-                 components_registry: ComponentRegistry | None = None, versions: VersionRows | None = None):
+                 components_registry: ComponentRegistry | None = None, versions: VersionRows | None = None,
+                 *, locks: LocalDocumentLocks | PostgresDocumentLocks | None = None):
         self._settings = settings
         self._components = components_registry or components.storage_registry("indexer")
         self._catalog = catalog
         self._registry = registry
         self.versions = versions or VersionRows.for_settings(settings)
-        self._locks = [threading.Lock() for _ in range(64)]
+        self._locks = locks or document_locks(settings.database_url)
 
     def create_kb(self, name: str, *, description: str = "", config_yaml: str = "") -> KBConfig:
         config = self._catalog.create(name, description=description, config_yaml=config_yaml)
@@ -242,10 +243,12 @@ class Indexer:
         values.update(changes)
         self._registry.put(entry.kb, entry.namespace, entry.doc_id, **values)
 
-    def document_lock(self, kb_name: str, namespace: str, doc_id: str) -> threading.Lock:
-        """One writer per document at a time (indexing, deletion, repair); striped to bound memory."""
-        key = "\x1f".join((kb_name, namespace, doc_id)).encode()
-        return self._locks[zlib.crc32(key) % len(self._locks)]
+    def document_lock(self, kb_name: str, namespace: str, doc_id: str):
+        """One writer per document at a time (indexing, deletion, repair), across every indexer replica."""
+        return self._locks.lock(kb_name, namespace, doc_id)
+
+    def close(self) -> None:
+        self._locks.close()
 
     def delete_document(self, kb: KBConfig, namespace: str, doc_id: str) -> int:
         kb_name = kb.name

@@ -42,6 +42,7 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     server.add_closer(versions.stop)
     server.add_closer(registry.close)
     server.add_closer(indexer.versions.close)
+    server.add_closer(indexer.close)
     return server
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from services.indexer.indexer import Indexer
@@ -27,6 +28,8 @@ from shared.config import KBConfig
 from shared.kb import KnowledgeBaseCatalog
 
 log = logging.getLogger("ragkb.indexer.reconciler")
+BATCH_DOCUMENTS = 200
+BATCH_CHUNKS = 4000  # chunk ids one store query returns at most per batch (a Milvus query stops at 16,384 rows)
 
 
 @dataclass
@@ -61,28 +64,35 @@ class Reconciler:
         kb_name = kb.name
         embedder, keyword, vector = self._indexer.open_stores(kb)
         report = Report(kb=kb_name)
-        for entry in self._registry.list(kb_name, namespace):
-            lock = self._indexer.document_lock(kb_name, entry.namespace, entry.doc_id)
-            if not lock.acquire(blocking=False):
-                report.skipped.append(f"{entry.namespace}/{entry.doc_id}: being indexed")
-                continue
-            try:
-                current = self._registry.get(kb_name, entry.namespace, entry.doc_id)
-                if current is None:
-                    continue  # deleted since the listing
-                if current.status == INDEXING:
-                    if not dry_run:
-                        report.repairs.append(self._roll_back(current, embedder, keyword, vector))
-                    else:
-                        report.repairs.append(Repair(entry.namespace, entry.doc_id, action="would-roll-back"))
+        for batch in _batches(self._registry.list(kb_name, namespace)):
+            # what each store holds for the whole batch, in one round trip per store
+            batch_namespace, doc_ids = batch[0].namespace, [e.doc_id for e in batch]
+            in_keyword = keyword.chunk_ids_of(batch_namespace, doc_ids)
+            in_vector = vector.chunk_ids_of(batch_namespace, doc_ids)
+            for entry in batch:
+                lock = self._indexer.document_lock(kb_name, entry.namespace, entry.doc_id)
+                if not lock.acquire(blocking=False):
+                    report.skipped.append(f"{entry.namespace}/{entry.doc_id}: being indexed")
                     continue
-                report.documents_checked += 1
-                report.chunks_checked += len(current.chunk_ids)
-                repair = self._check(current, embedder, keyword, vector, dry_run=dry_run)
-                if repair is not None:
-                    report.repairs.append(repair)
-            finally:
-                lock.release()
+                try:
+                    current = self._registry.get(kb_name, entry.namespace, entry.doc_id)
+                    if current is None:
+                        continue  # deleted since the listing
+                    if current.status == INDEXING:
+                        if not dry_run:
+                            report.repairs.append(self._roll_back(current, embedder, keyword, vector))
+                        else:
+                            report.repairs.append(Repair(entry.namespace, entry.doc_id, action="would-roll-back"))
+                        continue
+                    report.documents_checked += 1
+                    report.chunks_checked += len(current.chunk_ids)
+                    # a write between the batch read and the lock changed the entry: read the stores again
+                    stored = (in_keyword[entry.doc_id], in_vector[entry.doc_id]) if current == entry else None
+                    repair = self._check(current, embedder, keyword, vector, dry_run=dry_run, stored=stored)
+                    if repair is not None:
+                        report.repairs.append(repair)
+                finally:
+                    lock.release()
         if not namespace:
             report.keyword_chunks, report.vector_chunks = keyword.count(), vector.count()
         if report.repairs:
@@ -124,10 +134,13 @@ class Reconciler:
         repair.action = "rolled-back"
         return repair
 
-    def _check(self, entry: DocumentEntry, embedder, keyword, vector, *, dry_run: bool) -> Repair | None:
+    def _check(self, entry: DocumentEntry, embedder, keyword, vector, *, dry_run: bool,
+               stored: tuple[set[str], set[str]] | None = None) -> Repair | None:
+        """Repair `entry`'s chunks in both stores; `stored` = the chunk ids each store holds, when already read."""
         expected = set(entry.chunk_ids)
-        in_keyword = keyword.chunk_ids(entry.namespace, entry.doc_id)
-        in_vector = vector.chunk_ids(entry.namespace, entry.doc_id)
+        if stored is None:
+            stored = keyword.chunk_ids(entry.namespace, entry.doc_id), vector.chunk_ids(entry.namespace, entry.doc_id)
+        in_keyword, in_vector = stored
         missing_keyword, missing_vector = expected - in_keyword, expected - in_vector
         strays = sorted((in_keyword | in_vector) - expected)
         if not (missing_keyword or missing_vector or strays):
@@ -156,6 +169,21 @@ class Reconciler:
                 self._registry.set_status(entry.kb, entry.namespace, entry.doc_id, INDEXED)
             repair.action = "repaired"
         return repair
+
+
+def _batches(entries: list[DocumentEntry]) -> Iterator[list[DocumentEntry]]:
+    """Registry entries in runs of one namespace, small enough for one store query each."""
+    batch: list[DocumentEntry] = []
+    chunks = 0
+    for entry in sorted(entries, key=lambda e: e.namespace):
+        if batch and (entry.namespace != batch[0].namespace or len(batch) == BATCH_DOCUMENTS
+                      or chunks + len(entry.chunk_ids) > BATCH_CHUNKS):
+            yield batch
+            batch, chunks = [], 0
+        batch.append(entry)
+        chunks += len(entry.chunk_ids)
+    if batch:
+        yield batch
 
 
 class PeriodicReconciler:

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 from services.parser.errors import reason_of
 from shared import kb_settings, tenancy
 from shared.clients import IndexerClient, ParserClient
 from shared.contracts import chunk_pb2, gateway_pb2, indexer_pb2, parser_pb2
-from shared.errors import DeadlineExceeded, FailedPrecondition, RagkbError
+from shared.errors import DeadlineExceeded, FailedPrecondition, RagkbError, Unavailable
 from shared.jobs import FINAL_STATES, JobStore
 from shared.kb_settings import SettingsResolver
 
 log = logging.getLogger("ragkb.worker")
+INDEX_ATTEMPTS = 3
+INDEX_RETRY_S = 1.0  # waited before the second attempt; twice that before the third
 
 
 def run_ingest_job(job_id: str, *, jobs: JobStore, kbs: SettingsResolver, parser: ParserClient,
@@ -106,7 +109,26 @@ def _steps(job_id: str, job: gateway_pb2.IngestJob, kb, content: bytes, metadata
 
 def _index(job_id: str, jobs: JobStore, indexer: IndexerClient, request: indexer_pb2.IndexDocumentRequest,
            timeout_s: float | None) -> indexer_pb2.IndexDocumentResponse | None:
-    """Index with progress on the job; None when the job was cancelled (the indexer then rolls back)."""
+    """Index with progress on the job; None when the job was cancelled (the indexer then rolls back).
+
+    An indexer replica that dies mid-stream leaves the document `indexing`; indexing is idempotent (the
+    next attempt trusts only what both stores hold), so the stream is opened again and the channel's
+    round robin takes it to a live replica.
+    """
+    for attempt in range(1, INDEX_ATTEMPTS + 1):
+        try:
+            return _index_once(job_id, jobs, indexer, request, timeout_s)
+        except Unavailable as error:
+            if attempt == INDEX_ATTEMPTS:
+                raise
+            log.warning("job %s: indexer unavailable (%s); attempt %d of %d in %.0f s", job_id, error,
+                        attempt + 1, INDEX_ATTEMPTS, INDEX_RETRY_S * attempt)
+            time.sleep(INDEX_RETRY_S * attempt)
+    raise AssertionError("unreachable")
+
+
+def _index_once(job_id: str, jobs: JobStore, indexer: IndexerClient, request: indexer_pb2.IndexDocumentRequest,
+                timeout_s: float | None) -> indexer_pb2.IndexDocumentResponse | None:
     stream = indexer.index_document_stream(request, timeout_s=timeout_s)
     try:
         for progress in stream:

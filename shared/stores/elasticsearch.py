@@ -203,6 +203,15 @@ class ElasticsearchKeywordStore:
         query = {"bool": {"filter": [{"term": {"namespace": namespace}}, {"term": {"doc_id": doc_id}}]}}
         return {hit["_id"] for hit in self._scan(query, source=False)}
 
+    def chunk_ids_of(self, namespace: str, doc_ids: Sequence[str]) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {doc_id: set() for doc_id in doc_ids}
+        if not doc_ids:
+            return found
+        query = {"bool": {"filter": [{"term": {"namespace": namespace}}, {"terms": {"doc_id": list(doc_ids)}}]}}
+        for hit in self._scan(query, source=["doc_id"]):
+            found[hit["_source"]["doc_id"]].add(hit["_id"])
+        return found
+
     def chunks_by_group(self, namespaces: Sequence[str], group_ids: Sequence[str]) -> list[chunk_pb2.KnowledgeChunk]:
         """Every stored part of the given split groups, ordered by group then part_index."""
         namespaces, group_ids = sibling_fetch_args(namespaces, group_ids)

@@ -249,6 +249,18 @@ class MilvusVectorStore:
             rows = self._client.query(self.collection, filter=expr, output_fields=["id"], timeout=self._timeout)
         return {r["id"] for r in rows}
 
+    def chunk_ids_of(self, namespace: str, doc_ids: Sequence[str]) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {doc_id: set() for doc_id in doc_ids}
+        if not doc_ids:
+            return found
+        expr = f"namespace == {_literal(namespace)} and doc_id in {_expr_list(doc_ids)}"
+        with self._lock:
+            rows = self._client.query(self.collection, filter=expr, output_fields=["id", "doc_id"],
+                                      timeout=self._timeout)
+        for row in rows:
+            found[row["doc_id"]].add(row["id"])
+        return found
+
     def chunks_by_group(self, namespaces: Sequence[str], group_ids: Sequence[str]) -> list[chunk_pb2.KnowledgeChunk]:
         """Every stored part of the given split groups, ordered by group then part_index."""
         namespaces, group_ids = sibling_fetch_args(namespaces, group_ids)

@@ -120,6 +120,18 @@ class SqliteFtsKeywordStore:
             ).fetchall()
         return {r[0] for r in rows}
 
+    def chunk_ids_of(self, namespace: str, doc_ids: Sequence[str]) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {doc_id: set() for doc_id in doc_ids}
+        if not doc_ids:
+            return found
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT doc_id, chunk_id FROM chunks WHERE namespace = ? AND doc_id IN ({_marks(doc_ids)})",
+                (namespace, *doc_ids)).fetchall()
+        for doc_id, chunk_id in rows:
+            found[doc_id].add(chunk_id)
+        return found
+
     def get(self, chunk_ids: Sequence[str]) -> list[chunk_pb2.KnowledgeChunk]:
         if not chunk_ids:
             return []

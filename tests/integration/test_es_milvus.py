@@ -182,6 +182,7 @@ def test_es_upsert_replaces_delete_by_document_and_sibling_parts(es_store):
     assert [c.part_index for c in es_store.chunks_by_group(["a"], ["g1"])] == [1, 2, 3]
     assert es_store.chunks_by_group(["b"], ["g1"]) == []
     assert es_store.count() == 4
+    assert es_store.chunk_ids_of("a", ["d1", "none"]) == {"d1": {"c1", "p1", "p2", "p3"}, "none": set()}
     assert es_store.delete_document("a", "d1") == 4
     assert es_store.count() == 0 and es_store.delete_ids(["c1"]) == 0
 
@@ -236,6 +237,7 @@ def test_milvus_server_filters_namespaces_metadata_and_deletes(milvus):
     assert ids(store.search(vectors[0], only("a", metadata={"lang": "zh"}), 10)) == ["a2"]
     assert ids(store.search(vectors[3], only("b", doc_ids=["d2"]), 10)) == ["b2"]
     assert store.count() == 4 and store.chunk_ids("b", "d2") == {"b2"}
+    assert store.chunk_ids_of("b", ["d1", "d2", "none"]) == {"d1": {"b1"}, "d2": {"b2"}, "none": set()}
     store.upsert([chunk(f"p{i}", "part", group_id="g1", part_index=i, part_count=2) for i in (2, 1)], vectors[:2])
     assert [c.part_index for c in store.chunks_by_group(["a"], ["g1"])] == [1, 2]
     assert store.chunks_by_group(["b"], ["g1"]) == [] and store.delete_ids(["p1", "p2"]) == 2

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from services.indexer.indexer import Indexer, IndexReport, Progress
+from services.indexer.locks import PostgresDocumentLocks
 from services.indexer.reconciler import PeriodicReconciler, Reconciler
 from services.indexer.registry import INDEXED, INDEXING, DocumentRegistry
 from shared import components, registry as component_registry
@@ -138,3 +139,26 @@ def test_a_restarted_indexer_rolls_an_interrupted_write_back(env, monkeypatch, h
     else:
         assert entry is None
     assert restarted.reconcile(config).repairs == []
+
+
+def test_a_starting_indexer_leaves_alone_a_document_a_live_replica_is_writing(env, postgres_dsn):
+    """Two replicas share the control plane: the one starting sees the other's document lock held, so the
+    `indexing` entry belongs to a live writer, not to a crash, and is not rolled back under it."""
+    settings, catalog, registry = env
+    writer = Indexer(settings, catalog, registry, locks=PostgresDocumentLocks(postgres_dsn))
+    config = writer.create_kb("live-replica", config_yaml="embedder: {batch_size: 8}")
+    steps = writer.index_steps(config, "default", "doc", "h1", chunks("live-replica", "doc", 30, "new"))
+    for _ in range(3):
+        next(steps)  # mid-write: the writer holds the document
+    starting = Indexer(settings, catalog, registry, locks=PostgresDocumentLocks(postgres_dsn))
+    try:
+        assert Reconciler(starting, catalog, registry).roll_back_interrupted() == 0
+        assert registry.get("live-replica", "default", "doc").status == INDEXING
+        report = list(steps)[-1]
+        assert isinstance(report, IndexReport) and report.chunks_written == 30
+        keyword, vector = stored(settings, catalog, "live-replica", "doc")
+        entry = registry.get("live-replica", "default", "doc")
+        assert entry.status == INDEXED and keyword == vector == set(entry.chunk_ids) and len(keyword) == 30
+    finally:
+        starting.close()
+        writer.close()

@@ -51,6 +51,13 @@ def test_bm25_upsert_replaces_and_delete_removes(keyword):
     assert keyword.count() == 0 and keyword.search("new", only("a"), 5) == []
 
 
+def test_bm25_chunk_ids_of_many_documents_in_one_namespace(keyword):
+    keyword.upsert([chunk("a1", "x"), chunk("a2", "y"), chunk("a3", "z", doc_id="d2"),
+                    chunk("b1", "w", namespace="b", doc_id="d2")])
+    assert keyword.chunk_ids_of("a", ["d1", "d2", "none"]) == {"d1": {"a1", "a2"}, "d2": {"a3"}, "none": set()}
+    assert keyword.chunk_ids_of("a", []) == {}
+
+
 def test_bm25_data_survives_reopening(tmp_path):
     store = SqliteFtsKeywordStore(tmp_path / "kw.sqlite")
     store.upsert([chunk("c1", "persistent battery facts")])
@@ -75,6 +82,7 @@ def test_milvus_search_filters_by_namespace_and_deletes(milvus_uri):
     assert {h.chunk.chunk_id for h in hits} == {"a1", "a2"}
     assert store.search(vectors[2], only("b"), 1)[0].chunk.chunk_id == "b1"
     assert store.chunk_ids("b", "d2") == {"b2"}
+    assert store.chunk_ids_of("b", ["d1", "d2", "none"]) == {"d1": {"b1"}, "d2": {"b2"}, "none": set()}
     assert store.delete_document("b", "d2") == 1
     assert store.count() == 3
 
@@ -94,6 +102,8 @@ def test_milvus_finds_documents_and_namespaces_named_in_chinese(milvus_uri):
     store.upsert([chunk("c1", "x", namespace="团队甲", doc_id="zh/使用手册.md"),
                   chunk("c2", "y", namespace="团队甲", doc_id="zh/常见问题.txt")], np.eye(2, dtype=np.float32))
     assert store.chunk_ids("团队甲", "zh/使用手册.md") == {"c1"}
+    assert store.chunk_ids_of("团队甲", ["zh/使用手册.md", "zh/常见问题.txt"]) == {"zh/使用手册.md": {"c1"},
+                                                                              "zh/常见问题.txt": {"c2"}}
     search_filter = chunk_pb2.SearchFilter(namespaces=["团队甲"], doc_ids=["zh/常见问题.txt"])
     assert [h.chunk.chunk_id for h in store.search(np.array([1, 0], dtype=np.float32), search_filter, 5)] == ["c2"]
     assert store.delete_document("团队甲", "zh/使用手册.md") == 1

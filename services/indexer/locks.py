@@ -1,0 +1,124 @@
+"""One writer per document at a time, across every indexer replica.
+
+Indexing, deleting and repairing a document each hold its lock. In embedded mode
+there is one indexer, so a striped in-process lock is enough. In cluster mode
+several indexer replicas share the stores and the control-plane database, so the
+lock is also a PostgreSQL session-level advisory lock, held on its own connection
+for as long as the write lasts: PostgreSQL releases it the moment that connection
+dies, so a lock that can be taken means no live writer holds the document. That
+is what lets an indexer that starts roll back documents a dead writer left
+`indexing` without undoing what a live replica is writing right now.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import zlib
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from shared.errors import Unavailable
+
+STRIPES = 64
+# the first key of the two-key advisory lock space ("dc"): documents never collide with the
+# single-key lock the schema migrations take
+DOCUMENT_LOCK_CLASS = 0x6463
+LOCK_POOL_MAX = 16  # documents written at once by one indexer process (each holds one connection)
+
+
+def _key(kb_name: str, namespace: str, doc_id: str) -> bytes:
+    return "\x1f".join((kb_name, namespace, doc_id)).encode()
+
+
+class LocalDocumentLocks:
+    """Striped in-process locks (bounded memory; two documents on one stripe just wait for each other)."""
+
+    def __init__(self, stripes: int = STRIPES):
+        self._locks = [threading.Lock() for _ in range(stripes)]
+
+    def lock(self, kb_name: str, namespace: str, doc_id: str) -> threading.Lock:
+        return self._locks[zlib.crc32(_key(kb_name, namespace, doc_id)) % len(self._locks)]
+
+    def close(self) -> None:
+        """Nothing to release: the locks live and die with the process."""
+
+
+class PostgresDocumentLocks:
+    """The in-process stripe first (threads of one replica queue locally), then the advisory lock."""
+
+    def __init__(self, dsn: str):
+        self._local = LocalDocumentLocks()
+        self._pool = ConnectionPool(dsn, min_size=0, max_size=LOCK_POOL_MAX, kwargs={"autocommit": True},
+                                    check=ConnectionPool.check_connection, name="ragkb-document-locks", open=True)
+
+    def lock(self, kb_name: str, namespace: str, doc_id: str) -> DocumentLock:
+        return DocumentLock(self._pool, self._local.lock(kb_name, namespace, doc_id), kb_name, namespace, doc_id)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class DocumentLock:
+    """A `threading.Lock`-like lock (`acquire(blocking)`, `release`, `with`) over an advisory lock."""
+
+    def __init__(self, pool: ConnectionPool, local: threading.Lock, kb_name: str, namespace: str, doc_id: str):
+        self._pool = pool
+        self._local = local
+        self._name = f"{kb_name}/{namespace}/{doc_id}"
+        digest = hashlib.blake2b(_key(kb_name, namespace, doc_id), digest_size=4).digest()
+        self._object_key = int.from_bytes(digest, "big", signed=True)
+        self._connection: psycopg.Connection | None = None
+
+    def acquire(self, blocking: bool = True) -> bool:
+        if not self._local.acquire(blocking):
+            return False
+        try:
+            connection = self._pool.getconn()
+        except Exception as error:
+            self._local.release()
+            raise Unavailable(f"document lock {self._name}: control-plane database unreachable: {error}") from None
+        try:
+            if blocking:
+                connection.execute("SELECT pg_advisory_lock(%s, %s)", (DOCUMENT_LOCK_CLASS, self._object_key))
+                taken = True
+            else:
+                row = connection.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                                         (DOCUMENT_LOCK_CLASS, self._object_key)).fetchone()
+                taken = bool(row[0])
+        except BaseException:
+            self._pool.putconn(connection)  # the pool checks (and replaces) a broken connection
+            self._local.release()
+            raise
+        if not taken:
+            self._pool.putconn(connection)
+            self._local.release()
+            return False
+        self._connection = connection
+        return True
+
+    def release(self) -> None:
+        connection, self._connection = self._connection, None
+        try:
+            if connection is not None:
+                connection.execute("SELECT pg_advisory_unlock(%s, %s)", (DOCUMENT_LOCK_CLASS, self._object_key))
+        except psycopg.Error:
+            # a connection that broke took the lock with it: closing it makes sure the server lets go
+            connection.close()
+        finally:
+            if connection is not None:
+                self._pool.putconn(connection)
+            self._local.release()
+
+    def __enter__(self) -> DocumentLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.release()
+
+
+def document_locks(database_url: str) -> LocalDocumentLocks | PostgresDocumentLocks:
+    """Advisory locks in cluster mode (a DSN), striped process locks in embedded mode."""
+    return PostgresDocumentLocks(database_url) if database_url else LocalDocumentLocks()

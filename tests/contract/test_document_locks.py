@@ -1,0 +1,81 @@
+"""One writer per document across indexer replicas: the advisory lock of cluster mode, the striped
+process lock of embedded mode."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from services.indexer.locks import LocalDocumentLocks, PostgresDocumentLocks, document_locks
+from tests.conftest import ROOT
+
+HOLD_AND_WAIT = """
+import sys, time
+from services.indexer.locks import PostgresDocumentLocks
+lock = PostgresDocumentLocks(sys.argv[1]).lock("kb", "default", "doc")
+assert lock.acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_another_thread_of_the_same_replica_waits_for_the_document(settings):
+    locks = document_locks(settings.database_url)
+    if settings.database_url:
+        assert isinstance(locks, PostgresDocumentLocks)
+    else:
+        assert isinstance(locks, LocalDocumentLocks)
+    lock = locks.lock("kb", "default", "doc")
+    with lock:
+        taken_elsewhere: list[bool] = []
+        thread = threading.Thread(target=lambda: taken_elsewhere.append(
+            locks.lock("kb", "default", "doc").acquire(blocking=False)))
+        thread.start()
+        thread.join()
+        assert taken_elsewhere == [False]  # another thread of the same replica waits too
+    other = locks.lock("kb", "default", "doc")
+    assert other.acquire(blocking=False)
+    other.release()
+    locks.close()
+
+
+@pytest.mark.integration
+def test_replicas_exclude_each_other_per_document(postgres_dsn):
+    first, second = PostgresDocumentLocks(postgres_dsn), PostgresDocumentLocks(postgres_dsn)
+    try:
+        held = first.lock("kb", "default", "doc")
+        assert held.acquire(blocking=False)
+        assert not second.lock("kb", "default", "doc").acquire(blocking=False)
+        other_document = second.lock("kb", "default", "another")
+        assert other_document.acquire(blocking=False)  # other documents are not held up
+        other_document.release()
+        held.release()
+        again = second.lock("kb", "default", "doc")
+        assert again.acquire(blocking=False)
+        again.release()
+    finally:
+        first.close()
+        second.close()
+
+
+@pytest.mark.integration
+def test_a_killed_writers_lock_is_free_at_once(postgres_dsn):
+    """The lock lives in the writer's database session: when its process dies, the server lets go."""
+    writer = subprocess.Popen([sys.executable, "-c", HOLD_AND_WAIT, postgres_dsn], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    locks = PostgresDocumentLocks(postgres_dsn)
+    try:
+        assert writer.stdout.readline().strip() == "held"
+        assert not locks.lock("kb", "default", "doc").acquire(blocking=False)
+        writer.kill()
+        writer.wait(timeout=30)
+        lock = locks.lock("kb", "default", "doc")
+        assert lock.acquire()  # blocks until the server has ended the dead session
+        lock.release()
+    finally:
+        writer.kill()
+        writer.stdout.close()
+        locks.close()

@@ -220,7 +220,18 @@ class MilvusServer:
         process = self._server.server_proc if self._server else None
         return process.pid if process else None
 
-    def start(self, timeout_s: float = 120) -> MilvusServer:
+    def start(self, timeout_s: float = 120, attempts: int = 3) -> MilvusServer:
+        """Start and wait until healthy. The package picks its internal ports free, then closes them before the
+        server binds them, so a server starting at the same moment can take one: that start is retried."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._start_once(timeout_s)
+            except EngineError as error:
+                if "address already in use" not in str(error) or attempt == attempts:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout_s: float) -> MilvusServer:
         from milvus import MilvusServer as PackagedServer
         from milvus import MilvusServerConfig
 

@@ -206,6 +206,9 @@ class MilvusServer:
         self.base = Path(base).resolve()
         self.port = free_port()
         self.health_port = free_port()
+        # the embedded etcd listens on fixed ports (2379, 2380) unless told otherwise, so a second server on
+        # the machine would fail to start; its own ports, kept across restarts like the proxy port
+        self.etcd_ports = (free_port(), free_port())
         self._server = None
 
     @property
@@ -217,7 +220,18 @@ class MilvusServer:
         process = self._server.server_proc if self._server else None
         return process.pid if process else None
 
-    def start(self, timeout_s: float = 120) -> MilvusServer:
+    def start(self, timeout_s: float = 120, attempts: int = 3) -> MilvusServer:
+        """Start and wait until healthy. The package picks its internal ports free, then closes them before the
+        server binds them, so a server starting at the same moment can take one: that start is retried."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._start_once(timeout_s)
+            except EngineError as error:
+                if "address already in use" not in str(error) or attempt == attempts:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout_s: float) -> MilvusServer:
         from milvus import MilvusServer as PackagedServer
         from milvus import MilvusServerConfig
 
@@ -230,7 +244,16 @@ class MilvusServer:
         # a short session lease: after a crash or kill the restarted server need not wait out the
         # previous process's 30 s registrations before it reports healthy
         server.config.set("common.session.ttl", 5)
-        server.start()
+        # the package passes its own environment to the server; Milvus reads `etcd.config.path` from it
+        previous = os.environ.get("ETCD_CONFIG_PATH")
+        os.environ["ETCD_CONFIG_PATH"] = str(self._etcd_config())
+        try:
+            server.start()
+        finally:
+            if previous is None:
+                del os.environ["ETCD_CONFIG_PATH"]
+            else:
+                os.environ["ETCD_CONFIG_PATH"] = previous
         self._server = server
         log = self.base / "logs" / "milvus-stdout.log"
         try:
@@ -240,6 +263,14 @@ class MilvusServer:
             self.stop()
             raise
         return self
+
+    def _etcd_config(self) -> Path:
+        peer, client = (f"http://127.0.0.1:{port}" for port in self.etcd_ports)
+        path = self.base / "etcd.yaml"
+        path.write_text(f"name: default\nlisten-peer-urls: {peer}\ninitial-advertise-peer-urls: {peer}\n"
+                        f"initial-cluster: default={peer}\nlisten-client-urls: {client}\n"
+                        f"advertise-client-urls: {client}\n", encoding="utf-8")
+        return path
 
     def stop(self, grace_s: float = 10) -> None:
         if self._server is None:

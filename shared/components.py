@@ -50,6 +50,7 @@ def milvus_store(config: VectorStoreConfig, *, kb: str, settings: Settings, embe
                              index_type=config.index_type, metric=config.metric,
                              index_params=config.index_params, search_params=config.search_params,
                              timeout_s=config.timeout_s, search_consistency=config.search_consistency,
+                             visibility_timeout_s=config.visibility_timeout_s,
                              sparse_encoder=embedder.sparse_documents if getattr(embedder, "sparse", False) else None,
                              version=version)
 

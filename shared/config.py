@@ -183,10 +183,13 @@ class VectorStoreConfig(_Section):
     index_params: dict[str, int] = {}  # e.g. HNSW {M: 16, efConstruction: 200}, IVF_FLAT {nlist: 128}
     search_params: dict[str, int] = {}  # e.g. HNSW {ef: 64}, IVF_FLAT {nprobe: 16}
     timeout_s: float = Field(5.0, gt=0, le=300)  # per server call, so a dead server fails the route fast
-    # search consistency on a Milvus server (counts and deletes always read Strong). Session: this
-    # process reads its own writes at ~3 ms; Strong: every process does, but each search waits for the
-    # next time tick (~200 ms on Milvus 2.3.5)
-    search_consistency: Literal["Session", "Strong", "Bounded", "Eventually"] = "Session"
+    # search consistency on a Milvus server (counts and deletes always read Strong). Bounded, Session, Eventually:
+    # a search does not wait for a time tick (~3 ms), and the indexer reports a document written or deleted only once
+    # searches at this level see it (read-your-writes paid at ingest). Strong: every search waits for the next
+    # time tick (~200 ms on Milvus 2.3.5) and ingest does not wait.
+    search_consistency: Literal["Session", "Strong", "Bounded", "Eventually"] = "Bounded"
+    # how long the indexer waits for its writes to become visible at `search_consistency` before failing the job
+    visibility_timeout_s: float = Field(30.0, gt=0, le=600)
 
 
 class FusionTuning(_Section):

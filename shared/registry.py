@@ -13,6 +13,7 @@ store connection even though each service has its own registry.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +51,12 @@ class ComponentRegistry:
             if key not in _instances:
                 _instances[key] = factory(*args, **kwargs)
             return _instances[key]
+
+
+def cached_kinds() -> Counter[str]:
+    """How many instances of each kind this process has built and keeps (a model is built once per config)."""
+    with _lock:
+        return Counter(key[0] for key in _instances)
 
 
 def clear_cache() -> None:

@@ -24,6 +24,8 @@ from shared.config import Settings
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact"
 FINAL_STATES = {"done", "failed", "cancelled"}
+STAGES = ("pre-retrieval", "retrieval", "post-retrieval", "generation")  # a query response's `stages`
+ROUTES = ("bm25_ms", "dense_ms", "fusion_ms")  # in the retrieval stage's metadata
 
 
 def require_scifact(data: Path, *, need_qrels: bool = False) -> Path:

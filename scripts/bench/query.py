@@ -39,8 +39,6 @@ from shared.embedders import resolve_model_dir
 
 KB = "bench"
 CONFIG_YAML = "retriever:\n  top_k: 10\nreranker:\n  top_n: 10\n"
-STAGES = ("pre-retrieval", "retrieval", "post-retrieval", "generation")
-ROUTES = ("bm25_ms", "dense_ms", "fusion_ms")  # in the retrieval stage's metadata
 
 
 def parse_args() -> argparse.Namespace:
@@ -151,7 +149,7 @@ def main() -> None:
     for _, body in results:
         for name, stage in body["stages"].items():
             stage_ms[name].append(stage["ms"])
-        for key in ROUTES:
+        for key in common.ROUTES:
             if key in body["stages"].get("retrieval", {}).get("metadata", {}):
                 route_ms[key].append(float(body["stages"]["retrieval"]["metadata"][key]))
     total_p50, total_p95 = common.p50_p95(totals)
@@ -159,10 +157,10 @@ def main() -> None:
     rows = [("docs / chunks", f"{len(jobs)} / {chunks}"), ("queries (warm-up)", f"{len(results)} ({len(warmup)})"),
             ("total p50 ms", f"{total_p50:.1f}"), ("total p95 ms", f"{total_p95:.1f}"),
             ("total mean ms", f"{statistics.fmean(totals):.1f}"), ("total max ms", f"{max(totals):.1f}")]
-    for name in STAGES:
+    for name in common.STAGES:
         p50, p95 = common.p50_p95(stage_ms.get(name, []))
         rows.append((f"{name} p50 / p95 ms", f"{p50:.2f} / {p95:.2f}"))
-    for key in ROUTES:
+    for key in common.ROUTES:
         p50, p95 = common.p50_p95(route_ms.get(key, []))
         rows.append((f"  retrieval {key.removesuffix('_ms')} p50 / p95 ms", f"{p50:.2f} / {p95:.2f}"))
     rows += [("Recall@10 (doc level)", f"{recall:.3f}"), ("Hit@10", f"{hit:.3f}"), ("MRR@10", f"{mrr:.3f}"),

@@ -15,9 +15,11 @@ from services.gateway.api.http import HttpServer
 from services.gateway.api.rest import create_app
 from services.gateway.auth.grpc import AuthInterceptor
 from services.gateway.gateway import Downstream, Gateway
+from services.gateway.query.preprocess import query_variants
 from services.gateway.query.runtime import runtime_from_settings
 from services.worker.pipeline import run_ingest_job
 from services.worker.queue import CeleryQueue, InProcessQueue, JobQueue
+from shared import warm_up
 from shared.clients import (
     GeneratorClient,
     IndexerClient,
@@ -31,6 +33,7 @@ from shared.kb import KnowledgeBaseCatalog
 from shared.kb_settings import SettingsResolver, for_catalog
 from shared.profiles import LiveProfiles
 from shared.server import ServiceServer, run_until_signalled
+from shared.text import detect_language
 
 
 @dataclass
@@ -69,6 +72,13 @@ def job_queue(settings: Settings, downstream: Downstream, jobs: JobStore) -> Job
     return InProcessQueue(run_job, jobs, workers=settings.ingest_workers, slots=settings.ingest_namespace_slots)
 
 
+def warm_query_steps() -> None:
+    """Load jieba's dictionary before serving: the optional query steps split and analyze the question."""
+    for question, _ in warm_up.SAMPLES:
+        detect_language(question)
+        query_variants(question)
+
+
 def build(settings: Settings, *, grpc_port: int | None = None, http_port: int | None = None) -> GatewayProcess:
     downstream = connect(settings)
     jobs = JobStore.for_settings(settings)
@@ -82,6 +92,7 @@ def build(settings: Settings, *, grpc_port: int | None = None, http_port: int | 
     server = ServiceServer("gateway", host=settings.host,
                            port=settings.port_of(settings.gateway_grpc_addr) if grpc_port is None else grpc_port,
                            interceptors=[AuthInterceptor(gateway.keys)])
+    server.add_warm_up(warm_query_steps)
     server.add_closer(runtime.close)
     servicer.add_to(server, gateway)
     server.add_closer(queue.close)
@@ -100,6 +111,7 @@ def main() -> None:
     configure_logging(settings.log_level)
     process = build(settings)
     process.start()
+    process.grpc.warm_up()
     process.grpc.mark_serving()
     run_until_signalled([process.grpc], on_stop=process.http.stop)
 

@@ -7,6 +7,7 @@ from services.generator.evidence import CachedEmbed
 from services.generator.extractive import ExtractiveGenerator
 from services.generator.llm import ChatGenerator, chat_client_for
 from services.generator.verifiers import LlmVerifier, NliVerifier
+from shared import warm_up
 from shared.components import storage_registry
 from shared.config import GeneratorConfig, Settings
 from shared.cross_encoder import add_cross_encoder
@@ -37,7 +38,17 @@ def llm_verifier(config: GeneratorConfig) -> LlmVerifier:
 
 def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     server = ServiceServer.inner("generator", settings, port=settings.port_of(settings.generator_addr) if port is None else port)
-    servicer.add_to(server, components(), SettingsResolver(LiveProfiles.for_settings(settings)))
+    registry = components()
+    servicer.add_to(server, registry, SettingsResolver(LiveProfiles.for_settings(settings)))
+
+    def warm_default_models() -> None:
+        """Answer the samples under the default KB: loads and runs its generator, the embedder of evidence
+        selection and claim check, and jieba."""
+        answerer = servicer.answerer_for(warm_up.default_kb(), registry)
+        for question, passage in warm_up.SAMPLES:
+            answerer.answer(question, warm_up.sources(passage))
+
+    server.add_warm_up(warm_default_models)
     return server
 
 

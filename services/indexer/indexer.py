@@ -17,6 +17,9 @@ the chunks it wrote are deleted and the registry entry restored. An attempt cut
 short by a crash of the indexer itself leaves the entry in `indexing`; the next
 attempt trusts only what both stores hold, so a replay ends with exactly the new
 chunk set.
+
+A write or delete is reported done only once searches see it (`VectorStore.await_visible`; the keyword
+stores' writes are searchable when they return), so searches never pay for read-your-writes.
 """
 
 from __future__ import annotations
@@ -215,6 +218,9 @@ class Indexer:
             vector.delete_ids(stale)
             keyword.delete_ids(stale)
             stages["delete_stale"] = _ms(started)
+            started = time.perf_counter()
+            vector.await_visible(written, stale)
+            stages["await_visible"] = _ms(started)
             self._registry.put(kb_name, namespace, doc_id, version=version, content_hash=content_hash,
                                chunk_ids=new_ids, status=INDEXED, source_uri=source_uri)
             self._registry.keep_chunks(kb_name, namespace, doc_id, new_ids)
@@ -263,6 +269,7 @@ class Indexer:
                 raise NotFound(f"document {doc_id!r} not found in knowledge base {kb_name!r} namespace {namespace!r}")
             ordered = sorted(ids)
             deleted = max(vector.delete_ids(ordered), keyword.delete_ids(ordered))
+            vector.await_visible(deleted=ordered)
             self._registry.delete(kb_name, namespace, doc_id)
             self._mirror(kb, namespace, doc_id)
             return deleted

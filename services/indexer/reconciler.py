@@ -161,6 +161,7 @@ class Reconciler:
             vector.upsert(for_vector, embedder.embed_documents([c.content for c in for_vector]))
         vector.delete_ids(strays)
         keyword.delete_ids(strays)
+        vector.await_visible([c.chunk_id for c in for_vector], strays)  # a reported repair is what searches see
         if repair.unrecoverable:
             self._registry.set_status(entry.kb, entry.namespace, entry.doc_id, INCOMPLETE)
             repair.action = "needs-reingest"

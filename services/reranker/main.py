@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from services.reranker import servicer
 from services.reranker.rerankers import add_rerankers
+from shared import warm_up
 from shared.clients import RetrieverClient
 from shared.components import storage_registry
 from shared.config import Settings
@@ -23,7 +24,15 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     # split-part restoration fetches siblings through the retriever, which owns store reads
     retriever = RetrieverClient(settings.retriever_addr, timeout_s=settings.rpc_timeout_s,
                                 tls_dir=settings.tls_dir, identity="reranker")
-    servicer.add_to(server, components(), SettingsResolver(LiveProfiles.for_settings(settings)), retriever)
+    reranking = servicer.add_to(server, components(), SettingsResolver(LiveProfiles.for_settings(settings)), retriever)
+
+    def warm_default_models() -> None:
+        """Rerank the samples under the default KB: loads and runs its reranker and the embedder's tokenizer
+        (the context budget), and jieba (MMR's similarity)."""
+        for question, passage in warm_up.SAMPLES:
+            reranking.rerank(warm_up.default_kb(), question, warm_up.sources(passage))
+
+    server.add_warm_up(warm_default_models)
     server.add_closer(retriever.close)
     return server
 

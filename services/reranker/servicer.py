@@ -8,6 +8,7 @@ from functools import partial
 from services.reranker.assembly import Budget, assemble
 from shared import components, tenancy
 from shared.clients import RetrieverClient
+from shared.config import KBConfig
 from shared.contracts import chunk_pb2, reranker_pb2, reranker_pb2_grpc
 from shared.kb_settings import SettingsResolver
 from shared.registry import ComponentRegistry
@@ -26,18 +27,22 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
 
     def Rerank(self, request: reranker_pb2.RerankRequest, context) -> reranker_pb2.RerankResponse:
         tenancy.check_chunks(c.chunk for c in request.candidates)
-        kb = self._kbs.config(request)
+        return self.rerank(self._kbs.config(request), request.query, list(request.candidates), request.top_n)
+
+    def rerank(self, kb: KBConfig, query: str, candidates: list[chunk_pb2.Candidate],
+               top_n: int = 0) -> reranker_pb2.RerankResponse:
+        """Rerank and assemble `candidates` under the effective config `kb`; `top_n` 0 = the KB's."""
         config = kb.reranker
         reranker = self._registry.create("reranker", config.name, config, registry=self._registry,
                                          cache_key=(config.model_dump_json(),))
-        top_n = request.top_n or config.top_n
+        top_n = top_n or config.top_n
         started = time.perf_counter()
-        outcome = reranker.rerank(request.query, list(request.candidates), top_n)
+        outcome = reranker.rerank(query, candidates, top_n)
         rerank_ms = _ms(started)
         started = time.perf_counter()
         budget = Budget(top_n=top_n, max_context_tokens=config.max_context_tokens,
                         mmr_threshold=config.mmr_threshold, restore_parts=config.restore_parts)
-        fetch = partial(self._retriever.chunks_by_group, request.kb) if self._retriever else None
+        fetch = partial(self._retriever.chunks_by_group, kb.name) if self._retriever else None
         assembly = assemble(outcome.kept, budget, count_tokens=components.embedder_for(kb, self._registry).count_tokens,
                             fetch_siblings=fetch)
         assemble_ms = _ms(started)
@@ -59,6 +64,7 @@ def _ms(started: float) -> float:
 
 
 def add_to(server, registry: ComponentRegistry, kbs: SettingsResolver,
-           retriever: RetrieverClient | None = None) -> None:
-    server.add(reranker_pb2_grpc.add_RerankerServiceServicer_to_server, RerankerServicer(registry, kbs, retriever),
-               SERVICE_NAME)
+           retriever: RetrieverClient | None = None) -> RerankerServicer:
+    servicer = RerankerServicer(registry, kbs, retriever)
+    server.add(reranker_pb2_grpc.add_RerankerServiceServicer_to_server, servicer, SERVICE_NAME)
+    return servicer

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 from google.protobuf import json_format
 
 from shared.contracts import chunk_pb2
-from shared.errors import FailedPrecondition, InvalidArgument
+from shared.errors import FailedPrecondition, InvalidArgument, Unavailable
 from shared.stores.acl import acl_clause_groups, chunk_groups
 from shared.stores.base import require_namespaces, sibling_fetch_args
 from shared.stores.filters import metadata_pairs, milvus_metadata_clauses
@@ -33,6 +34,7 @@ DOC_ID_MAX = 1024
 ADMIN_TIMEOUT_S = 120.0
 CONSISTENCY_LEVELS = ("Session", "Strong", "Bounded", "Eventually")
 ACL_MAX = 8192
+VISIBILITY_POLL_S = 0.05
 
 
 def milvus_client(uri: str):
@@ -101,13 +103,16 @@ def _like_escape(value: str) -> str:
 class MilvusVectorStore:
     def __init__(self, uri: str, *, kb: str, model_id: str, dimension: int, index_type: str = "AUTOINDEX",
                  metric: str = "COSINE", index_params: dict | None = None, search_params: dict | None = None,
-                 timeout_s: float = 5.0, search_consistency: str = "Session",
+                 timeout_s: float = 5.0, search_consistency: str = "Session", visibility_timeout_s: float = 30.0,
                  sparse_encoder: Callable[[list[str]], list[dict[int, float]]] | None = None, version: int = 1):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if visibility_timeout_s <= 0:
+            raise ValueError(f"visibility_timeout_s must be positive, got {visibility_timeout_s}")
         if search_consistency not in CONSISTENCY_LEVELS:
             raise ValueError(f"search_consistency {search_consistency!r} must be one of {', '.join(CONSISTENCY_LEVELS)}")
         self._search_consistency = search_consistency
+        self._visibility_timeout = visibility_timeout_s
         self._client = milvus_client(uri)
         self.uri = uri
         self._server = uri.startswith(("http://", "https://", "tcp://", "grpc://"))
@@ -209,6 +214,31 @@ class MilvusVectorStore:
     def delete_document(self, namespace: str, doc_id: str) -> int:
         return self.delete_ids(sorted(self.chunk_ids(namespace, doc_id)))
 
+    def await_visible(self, written: Sequence[str] = (), deleted: Sequence[str] = ()) -> None:
+        """Return once searches at `search_consistency` see every `written` id and none of `deleted`.
+
+        Polls a query at the level searches use. Session is polled as Eventually: a searching process
+        (the retriever) has its own session, which holds none of this process's writes. Strong needs no
+        wait, and neither does Milvus Lite. Raises `Unavailable` naming the lag after `visibility_timeout_s`.
+        """
+        if not self._server or self._search_consistency == "Strong" or not (written or deleted):
+            return
+        level = "Eventually" if self._search_consistency == "Session" else self._search_consistency
+        missing, lingering = set(written), set(deleted)
+        deadline = time.monotonic() + self._visibility_timeout
+        while True:
+            missing -= self._existing(missing, level)
+            lingering &= self._existing(lingering, level)
+            if not missing and not lingering:
+                return
+            if time.monotonic() >= deadline:
+                raise Unavailable(
+                    f"Milvus collection {self.collection}: after {self._visibility_timeout:g} s, searches at "
+                    f"{level} consistency still miss {len(missing)} written and still return {len(lingering)} "
+                    f"deleted chunks (e.g. {sorted(missing | lingering)[0]!r}); the server's query nodes lag "
+                    "behind its writes")
+            time.sleep(VISIBILITY_POLL_S)
+
     def search(self, vector: np.ndarray, search_filter: chunk_pb2.SearchFilter, limit: int) -> list[chunk_pb2.Candidate]:
         hits = self._search("vector", np.asarray(vector, dtype=np.float32).tolist(), self._search_params,
                             search_filter, limit)
@@ -304,11 +334,13 @@ class MilvusVectorStore:
                 return ""
             return self._client.describe_alias(self.alias, timeout=ADMIN_TIMEOUT_S)["collection_name"]
 
-    def _existing(self, chunk_ids: Sequence[str]) -> set[str]:
+    def _existing(self, chunk_ids: Sequence[str] | set[str], level: str = "Strong") -> set[str]:
+        """The ids among `chunk_ids` that a query at consistency `level` returns."""
         found: set[str] = set()
-        for start in range(0, len(chunk_ids), 500):
-            batch = list(chunk_ids[start:start + 500])
+        ordered = sorted(chunk_ids)
+        for start in range(0, len(ordered), 500):
             with self._lock:
-                rows = self._client.get(self.collection, ids=batch, output_fields=["id"], timeout=self._timeout)
+                rows = self._client.query(self.collection, filter=f"id in {_expr_list(ordered[start:start + 500])}",
+                                          output_fields=["id"], timeout=self._timeout, consistency_level=level)
             found.update(r["id"] for r in rows)
         return found

@@ -125,6 +125,22 @@ def assert_changed_document_replaces_its_chunks(client: RagkbClient, kb: str) ->
     assert client.get_kb(kb)["chunk_count"] == "1"
 
 
+def assert_next_query_sees_ingest_and_delete(client: RagkbClient, kb: str, *, rounds: int = 3) -> None:
+    """A document whose job is done is found by the very next query on the dense route, and one whose delete has
+    returned is not: the indexer pays for read-your-writes, so searches need no Strong consistency. Each round
+    uses a namespace of its own, so the dense route must rank the new chunk first if it sees it at all."""
+    for n in range(rounds):
+        namespace, doc_id = f"fresh-{n}", f"zephyr-{n}.txt"
+        fact = f"The Zephyr-{n} relief valve opens at {40 + n} kilopascals."
+        (job,) = client.wait([client.upload(kb, doc_id, fact.encode(), namespace=namespace, doc_id=doc_id)["job_id"]])
+        assert job["state"] == "done", job["error"]
+        question = f"At what pressure does the Zephyr-{n} relief valve open?"
+        found = client.query(kb, question, namespaces=[namespace])
+        assert [(c["chunk"]["doc_id"], c["dense_rank"]) for c in found["chunks"]] == [(doc_id, 1)], found["chunks"]
+        client.delete_document(kb, doc_id, namespace=namespace)
+        assert client.query(kb, question, namespaces=[namespace])["chunks"] == []
+
+
 def assert_answer_cites_its_chunk(result: dict, question: str, answer: str, doc_id: str) -> None:
     """The answer states `answer`, and a citation quoting it points at a returned chunk of `doc_id` holding it."""
     assert not result["refused"] and answer in result["answer"]

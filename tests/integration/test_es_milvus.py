@@ -27,7 +27,7 @@ from shared.stores.elasticsearch import ElasticsearchKeywordStore
 from shared.stores.milvus import MilvusVectorStore, collection_name, milvus_client
 from shared.stores.sqlite_fts import SqliteFtsKeywordStore
 from tests.conftest import ROOT
-from tests.integration.conftest import ingest_folder
+from tests.integration.conftest import assert_next_query_sees_ingest_and_delete, ingest_folder
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import engines  # noqa: E402
@@ -125,6 +125,11 @@ def test_counts_agree_after_ingest_delete_and_reingest(client, stack, samples):
     assert {j["state"] for j in jobs} == {"done"}
     assert keyword.count() == vector.count() == total
     assert keyword.chunk_ids("team-a", doc_id) == removed == vector.chunk_ids("team-a", doc_id)
+
+
+def test_bounded_searches_see_a_done_job_and_not_a_deleted_document(client, stack, samples):
+    assert KnowledgeBaseCatalog.for_settings(stack.settings).get(samples).vector_store.search_consistency == "Bounded"
+    assert_next_query_sees_ingest_and_delete(client, samples)
 
 
 def test_namespace_isolation_across_both_routes(client, samples):

@@ -26,7 +26,8 @@ from shared.errors import InvalidArgument, NotFound
 from shared.profiles import OperatorProfiles
 from tests.conftest import ROOT
 from tests.integration.conftest import (QUESTIONS, assert_answer_cites_its_chunk,
-                                       assert_changed_document_replaces_its_chunks, assert_reingest_adds_nothing,
+                                       assert_changed_document_replaces_its_chunks,
+                                       assert_next_query_sees_ingest_and_delete, assert_reingest_adds_nothing,
                                        assert_serving_and_listed, ingest_folder)
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -92,6 +93,7 @@ def test_kb_config_names_the_stack_engines(stack, kb_config):
     config = local_stack.KBConfig.from_tenant_yaml(kb_config, name="check", profiles=profiles).resolve(profiles)
     assert config.keyword_store.name == "elasticsearch" and config.keyword_store.hosts == (stack.elasticsearch.url,)
     assert config.vector_store.name == "milvus" and config.vector_store.uri == stack.milvus.uri
+    assert config.vector_store.search_consistency == "Bounded"  # no search waits for a time tick
 
 
 @pytest.mark.parametrize("question, answer, doc_id", QUESTIONS)
@@ -121,6 +123,12 @@ def test_control_plane_state_is_in_postgres_and_not_on_disk(stack, client, sampl
         assert count("SELECT count(*) FROM job_uploads") == 0  # discarded once indexed
         assert count("SELECT count(*) FROM traces") >= 1
     assert sorted(p.name for p in stack.settings.data_dir.iterdir()) == ["profiles.yaml"]
+
+
+def test_a_done_job_is_searchable_and_a_deleted_document_gone_in_another_process(client, kb_config):
+    """The retriever is not the process that wrote: the indexer's wait at Bounded covers it too."""
+    client.create_kb("fresh", config_yaml=kb_config)
+    assert_next_query_sees_ingest_and_delete(client, "fresh")
 
 
 def test_reingesting_unchanged_documents_adds_nothing(client, samples_kb):

@@ -11,7 +11,7 @@ competence the retriever measured for each query scales the weights, as it does 
     python scripts/bench/fusion_replay.py /tmp/scifact.runs.jsonl.gz /tmp/samples.runs.jsonl.gz [--depth 40]
 
 Columns are `<set>:<part>` in the order the files name them; `bm25` and `dense` are the routes alone,
-`default` is the shipped `RetrieverConfig()`. `--depth N` cuts every route list to its first N
+`default` is the shipped `RetrieverConfig()` (fusion, bm25/dense weight). `--depth N` cuts every route list to its first N
 entries first (the online default searches 40 deep, `ragkb eval` 100).
 """
 
@@ -50,7 +50,7 @@ def main() -> None:
             columns[f"{name}:{part}"] = [cut(run, args.depth) for run in runs]
     default = RetrieverConfig()
     rows = {"bm25": lambda runs: route_score(runs, "bm25"), "dense": lambda runs: route_score(runs, "dense"),
-            f"default {fusion_spec(default).describe()}": lambda runs: mean_ndcg(runs, fusion_spec(default),
+            f"default {fusion_spec(default).describe()} {default.bm25_weight}/{default.dense_weight}": lambda runs: mean_ndcg(runs, fusion_spec(default),
                                                                                  base_weights(default))}
     for spec in SPECS:
         for share in DENSE_SHARES if args.shares else (0.5,):

@@ -3,9 +3,7 @@ import pytest
 import math
 
 from services.retriever.competence import effective_weights
-from services.retriever.fusion import FusionSpec, fuse, fused_scores, normalize_scores, ranked_ids
-from services.retriever.retriever import base_weights, fusion_spec
-from shared.config import RetrieverConfig
+from services.retriever.fusion import FusionSpec, fuse, fused_scores, normalize_scores
 from shared.contracts import chunk_pb2
 
 pytestmark = pytest.mark.unit
@@ -97,17 +95,6 @@ def test_convex_fuse_keeps_route_ranks_and_a_zero_weight_route_changes_nothing()
     assert (fused[1].bm25_rank, fused[1].dense_rank) == (2, 1)
     with pytest.raises(ValueError, match="positive weight"):
         fuse({"bm25": ranked("a")}, {"bm25": 0.0}, FusionSpec("convex"))
-
-
-def test_default_fusion_is_zscore_and_leans_on_bm25_when_the_routes_disagree_evenly():
-    # mirror-image lists: each route ranks the other's first document last, with the same spread
-    routes = {"bm25": [("a", 9.0), ("b", 6.0), ("c", 3.0)], "dense": [("c", 0.8), ("b", 0.6), ("a", 0.4)]}
-    config = RetrieverConfig()
-    assert fusion_spec(config).describe() == "convex(zscore)"
-    scores = fused_scores(routes, base_weights(config), fusion_spec(config))
-    assert ranked_ids(scores) == ["a", "b", "c"]
-    # z of a: +sqrt(1.5) from bm25, -sqrt(1.5) from dense; weights 1.2 : 0.8 of 2
-    assert scores["a"] == pytest.approx((1.2 - 0.8) / 2 * 1.5 ** 0.5)
 
 
 @pytest.mark.parametrize("competence, expected", [

@@ -241,7 +241,8 @@ def cmd_eval(args) -> int:
         config = Path(args.kb_config).read_text(encoding="utf-8") if args.kb_config else ""
         results = run_eval(Path(args.dataset), args.split, kb_config_yaml=config, limit_docs=args.limit_docs,
                            cache_path=Path(args.cache) if args.cache else None, tune_split=args.tune_split,
-                           limit_queries=args.limit_queries, profiles_file=operator_profiles)
+                           limit_queries=args.limit_queries, profiles_file=operator_profiles,
+                           runs_path=Path(args.runs) if args.runs else None)
     except (OSError, RagkbError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -547,6 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit-queries", type=int, default=0,
                           help="run at most N queries of each split (a stable sample by query id)")
     evaluate.add_argument("--tune-split", default="", help="fit the fusion on this split first (e.g. train)")
+    evaluate.add_argument("--runs", help="also write every query's route lists to this JSON-lines file (.gz: "
+                                         "compressed), for scripts/bench/fusion_replay.py")
     evaluate.set_defaults(func=cmd_eval)
 
     tune = commands.add_parser("tune", help="fit a KB's fusion on judged questions and store it in the KB config")

@@ -262,15 +262,16 @@ def rows_of(runs: list) -> dict[str, dict[str, float]]:
 
 def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", limit_docs: int = 0,
              cache_path: Path | None = None, tune_split: str = "", limit_queries: int = 0,
-             profiles_file: Path | None = None) -> dict:
+             profiles_file: Path | None = None, runs_path: Path | None = None) -> dict:
     """Index the corpus into the configured stores, run every query, return {row: metrics}.
 
     With `tune_split`, the fusion is first fitted on that split's queries (ragkb.tune) and the
     evaluated split is run with the fitted settings; the default settings' hybrid score on the
     evaluated split is reported next to it. `profiles_file`: the operator profiles the KB config
-    chooses its stores and models from.
+    chooses its stores and models from. `runs_path`: also write every query's route lists there
+    (`ragkb.tune.save_runs`, parts named by split) for offline re-fusion.
     """
-    from ragkb.tune import collect_runs, fit, grid, mean_ndcg, route_ndcg
+    from ragkb.tune import collect_runs, fit, grid, mean_ndcg, route_ndcg, save_runs
     from services.retriever.retriever import Retriever, base_weights, fusion_spec
     from shared import components
     from shared.config import Settings
@@ -300,6 +301,7 @@ def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", li
             vector.upsert(chunks[start:start + 500], vectors[start:start + 500])
         search_filter = chunk_pb2.SearchFilter(namespaces=[NAMESPACE])
         tuning = {}
+        tuning_runs = []
         if tuning_data:
             tuning_runs = collect_runs(retriever, kb, _questions(tuning_data), search_filter, depth=DEPTH,
                                        progress="tune")
@@ -313,6 +315,8 @@ def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", li
         if tuning_data:
             tuning["default_hybrid_ndcg@10"] = round(mean_ndcg(runs, fusion_spec(kb.retriever),
                                                                base_weights(kb.retriever)), 4)
+        if runs_path:
+            save_runs(runs_path, {split: runs} | ({tune_split: tuning_runs} if tuning_data else {}))
         degraded = sum(1 for run in runs if run.degraded)
         if degraded:
             print(f"warning: {degraded} queries ran with a degraded route", file=sys.stderr)

@@ -15,7 +15,10 @@ chunks the routes returned, so chunk ids need not be stable across re-ingestion)
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import hashlib
+import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -132,6 +135,31 @@ def collect_runs(retriever, kb, questions: list[Question], search_filter, *, dep
             latency_ms={"bm25": result.stages.get("bm25", 0.0), "dense": result.stages.get("dense", 0.0),
                         "hybrid": total_ms}, degraded=list(result.degraded)))
     return runs
+
+
+def save_runs(path: Path, parts: Mapping[str, list[QueryRun]]) -> None:
+    """Write runs as JSON lines, each with the name of its part (e.g. the split), gzip when the name ends .gz;
+    `scripts/bench/fusion_replay.py` re-fuses them offline."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt", encoding="utf-8") as handle:
+        for part, runs in parts.items():
+            for run in runs:
+                handle.write(json.dumps({"part": part} | dataclasses.asdict(run), ensure_ascii=False) + "\n")
+
+
+def load_runs(path: Path) -> dict[str, list[QueryRun]]:
+    """The runs `save_runs` wrote, by part, in file order."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    parts: dict[str, list[QueryRun]] = {}
+    with opener(path, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            question = record.pop("question")
+            record["question"] = Question(question["qid"], question["text"], question["judged"],
+                                          tuple(question["answers"]))
+            record["routes"] = {r: [(c, s) for c, s in ranked] for r, ranked in record["routes"].items()}
+            parts.setdefault(record.pop("part"), []).append(QueryRun(**record))
+    return parts
 
 
 def judgements(question: Question, pool: Mapping) -> tuple[dict[str, str], dict[str, int]]:

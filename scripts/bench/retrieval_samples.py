@@ -10,6 +10,7 @@ measured on its unseen part; nothing is stored unless the unseen part does not g
 
     python scripts/bench/retrieval_samples.py
     python scripts/bench/retrieval_samples.py --kb-config my-kb.yaml
+    python scripts/bench/retrieval_samples.py --runs /tmp/samples.runs.jsonl   # for fusion_replay.py
 """
 
 import _setup  # noqa: F401  (thread environment and sys.path first)
@@ -24,7 +25,7 @@ import _common as common
 from ragkb.client import RagkbClient, iter_files
 from ragkb.embedded import EmbeddedStack
 from ragkb.eval import rows_of
-from ragkb.tune import collect_runs, read_questions, tune_kb
+from ragkb.tune import collect_runs, read_questions, save_runs, split_unseen, tune_kb
 from services.retriever.retriever import Retriever
 from shared.config import Settings
 from shared.contracts import chunk_pb2
@@ -38,6 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kb-config", help="KB YAML (default: the built-in defaults)")
     parser.add_argument("--questions", default=str(GOLDEN))
+    parser.add_argument("--runs", help="also write the route lists of every question (parts: tuning, unseen)")
     args = parser.parse_args()
     questions = read_questions(Path(args.questions))
     with tempfile.TemporaryDirectory(prefix="ragkb-samples-") as root:
@@ -60,6 +62,10 @@ def main() -> None:
             finally:
                 retriever.close()
             rows = rows_of(runs)
+            if args.runs:
+                unseen = {q.qid for q in split_unseen(questions)[1]}
+                save_runs(Path(args.runs), {"tuning": [r for r in runs if r.question.qid not in unseen],
+                                            "unseen": [r for r in runs if r.question.qid in unseen]})
             print(f"samples, {len(questions)} questions (chunk-level judgements), KB settings:")
             for row, metrics in rows.items():
                 print(f"  {row:<7} nDCG@10 {metrics['ndcg@10']:.4f}  R@10 {metrics['recall@10']:.4f}")

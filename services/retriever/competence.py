@@ -32,7 +32,7 @@ from shared.embedders import Embedder
 from shared.stores.elasticsearch import porter
 from shared.text import Analyzer, analyze, query_terms
 
-TOP_HITS = 5  # hits per route whose text is checked for unknown tokens
+TOP_HITS = 10  # hits per route whose text is checked for unknown tokens (the depth of the other signals)
 TERM_HITS = 10  # BM25 hits searched for the query's terms
 AGREEMENT_DEPTH = 10
 HIT_CHARS = 2000  # of each hit's text (long chunks are embedded truncated anyway)

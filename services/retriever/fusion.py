@@ -8,7 +8,9 @@
     theoretical_min  (s - floor) / (max - floor), floor = the lowest score the route
                      can give (BM25 0, cosine -1), so a weak list is not stretched to 1..0
   A document a route did not return gets that route's lowest value on the normalised
-  scale (0 for minmax and theoretical_min, the list's lowest z for zscore).
+  scale (0 for minmax and theoretical_min, the list's lowest z for zscore). A list without
+  spread (a single hit, or all scores tied) normalises to 1 (minmax, theoretical_min) or 0
+  (zscore, absent -1): its hits always rank above the documents it did not return.
 
 The core works on plain (id, score) lists so `ragkb tune` can re-fuse thousands of
 stored route lists quickly; `fuse` wraps it for the retriever's Candidate messages.
@@ -59,7 +61,9 @@ def normalize_scores(scores: Sequence[float], normalization: Normalization, floo
         return ((values - floor) / span if span > 0 else np.ones_like(values)), 0.0
     if normalization == "zscore":
         std = float(values.std())
-        normalised = (values - values.mean()) / std if std > 0 else np.zeros_like(values)
+        if std == 0:  # one hit, or all tied: no spread to scale by, but the hits still beat what was not returned
+            return np.zeros_like(values), -1.0
+        normalised = (values - values.mean()) / std
         return normalised, float(normalised.min())
     raise ValueError(f"unknown score normalization {normalization!r}")
 

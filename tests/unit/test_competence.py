@@ -51,6 +51,16 @@ def test_dense_gets_no_competence_when_the_text_it_reaches_is_unreadable(embedde
     assert measured.competence["dense"] == 0
 
 
+def test_unreadable_texts_anywhere_in_the_top_ten_lower_dense_competence(embedder):
+    # a mixed-language KB: the model ranks Chinese chunks it cannot read 8th to 10th for an English query
+    english = [f"{ENGLISH} Section {n}." for n in range(7)]
+    chinese = [f"{CHINESE} 第{n}节。" for n in range(3)]
+    measured = measure("charging the battery in minutes", hits(*english), hits(*english, *chinese), embedder,
+                       "jieba", RetrieverConfig())
+    assert 0 < measured.signals["dense.hits_unknown"] < 0.25
+    assert 0 < measured.competence["dense"] < 1 and measured.competence["bm25"] == 1.0
+
+
 def test_bm25_without_matching_terms_gets_no_competence(embedder):
     measured = measure("battery chemistry", [], hits(ENGLISH), embedder, "jieba", RetrieverConfig())
     assert measured.signals["bm25.term_coverage"] == 0 and measured.competence["bm25"] == 0

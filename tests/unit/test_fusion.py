@@ -63,6 +63,16 @@ def test_normalizations(normalization, expected, absent):
     assert missing == pytest.approx(absent)
 
 
+@pytest.mark.parametrize("normalization", ["minmax", "zscore", "theoretical_min"])
+def test_a_list_without_spread_still_ranks_its_hits_above_what_it_did_not_return(normalization):
+    # bm25 found one document; dense scores two alike: without the fix, zscore tied "b" with "a" (id order wins)
+    routes = {"bm25": [("b", 2.0)], "dense": [("a", 0.6), ("b", 0.6)]}
+    scores = fused_scores(routes, {"bm25": 1.0, "dense": 1.0}, FusionSpec("convex", normalization))
+    assert scores["b"] > scores["a"]
+    normalised, absent = normalize_scores([2.0], normalization)
+    assert normalised[0] > absent
+
+
 def test_convex_combination_matches_hand_computed_scores():
     # bm25 a=10 b=5 c=0 -> minmax 1, .5, 0; dense c=.9 a=.5 -> 1, 0; weights .25/.75 (sum 1)
     routes = {"bm25": [("a", 10.0), ("b", 5.0), ("c", 0.0)], "dense": [("c", 0.9), ("a", 0.5)]}

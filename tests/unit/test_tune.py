@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from ragkb.tune import (Question, QueryRun, fit, fuse_run, judgements, mean_ndcg, read_questions,
-                        split_unseen)
+from ragkb.tune import (Question, QueryRun, fit, fuse_run, judgements, load_runs, mean_ndcg, read_questions,
+                        save_runs, split_unseen)
 from services.retriever.fusion import FusionSpec
 from shared.config import RetrieverConfig
 from shared.contracts import chunk_pb2
@@ -84,3 +84,12 @@ def test_refusion_applies_the_measured_competence():
     blind_dense = run([("r", 3.0), ("x", 1.0)], [("x", 0.9), ("r", 0.1)], "r", competence={"bm25": 1.0, "dense": 0.0})
     assert fuse_run(blind_dense, FusionSpec("rrf"), {"bm25": 0.1, "dense": 0.9})[0] == "r"
     assert mean_ndcg([blind_dense], FusionSpec("convex", "minmax"), {"bm25": 0.1, "dense": 0.9}) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name", [pytest.param("runs.jsonl", id="plain"), pytest.param("runs.jsonl.gz", id="gzip")])
+def test_saved_runs_load_back_equal_by_part(tmp_path, name):
+    first = run([("a", 2.5), ("b", 1.0)], [("b", 0.8)], "b", competence={"bm25": 1.0, "dense": 0.5})
+    second = run([("c", 1.0)], [("c", 0.3), ("d", 0.1)], "d")
+    second.question = Question("q2", "电池多久？", {"d": 2}, ("45分钟",))
+    save_runs(tmp_path / name, {"train": [first], "test": [second]})
+    assert load_runs(tmp_path / name) == {"train": [first], "test": [second]}

@@ -253,6 +253,10 @@ class Indexer:
         """One writer per document at a time (indexing, deletion, repair), across every indexer replica."""
         return self._locks.lock(kb_name, namespace, doc_id)
 
+    def build_lock(self, kb_name: str, version: int):
+        """One builder of a KB version at a time, across every indexer replica."""
+        return self._locks.build_lock(kb_name, version)
+
     def close(self) -> None:
         self._locks.close()
 

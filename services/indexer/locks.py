@@ -22,9 +22,10 @@ from psycopg_pool import ConnectionPool
 from shared.errors import Unavailable
 
 STRIPES = 64
-# the first key of the two-key advisory lock space ("dc"): documents never collide with the
-# single-key lock the schema migrations take
+# the first key of the two-key advisory lock space ("dc", "bl"): documents and builds never collide with
+# each other nor with the single-key lock the schema migrations take
 DOCUMENT_LOCK_CLASS = 0x6463
+BUILD_LOCK_CLASS = 0x626C
 LOCK_POOL_MAX = 16  # documents written at once by one indexer process (each holds one connection)
 
 
@@ -37,9 +38,16 @@ class LocalDocumentLocks:
 
     def __init__(self, stripes: int = STRIPES):
         self._locks = [threading.Lock() for _ in range(stripes)]
+        self._builds: dict[tuple[str, int], threading.Lock] = {}
+        self._guard = threading.Lock()
 
     def lock(self, kb_name: str, namespace: str, doc_id: str) -> threading.Lock:
         return self._locks[zlib.crc32(_key(kb_name, namespace, doc_id)) % len(self._locks)]
+
+    def build_lock(self, kb_name: str, version: int) -> threading.Lock:
+        """One builder of a KB version (a lock of its own: a build takes document locks while it holds it)."""
+        with self._guard:
+            return self._builds.setdefault((kb_name, version), threading.Lock())
 
     def close(self) -> None:
         """Nothing to release: the locks live and die with the process."""
@@ -56,6 +64,11 @@ class PostgresDocumentLocks:
     def lock(self, kb_name: str, namespace: str, doc_id: str) -> DocumentLock:
         return DocumentLock(self._pool, self._local.lock(kb_name, namespace, doc_id), kb_name, namespace, doc_id)
 
+    def build_lock(self, kb_name: str, version: int) -> DocumentLock:
+        """One builder of a KB version across every replica; freed when the building replica dies."""
+        return DocumentLock(self._pool, self._local.build_lock(kb_name, version), kb_name, "", f"v{version}",
+                            lock_class=BUILD_LOCK_CLASS)
+
     def close(self) -> None:
         self._pool.close()
 
@@ -63,10 +76,12 @@ class PostgresDocumentLocks:
 class DocumentLock:
     """A `threading.Lock`-like lock (`acquire(blocking)`, `release`, `with`) over an advisory lock."""
 
-    def __init__(self, pool: ConnectionPool, local: threading.Lock, kb_name: str, namespace: str, doc_id: str):
+    def __init__(self, pool: ConnectionPool, local: threading.Lock, kb_name: str, namespace: str, doc_id: str, *,
+                 lock_class: int = DOCUMENT_LOCK_CLASS):
         self._pool = pool
         self._local = local
         self._name = f"{kb_name}/{namespace}/{doc_id}"
+        self._class = lock_class
         digest = hashlib.blake2b(_key(kb_name, namespace, doc_id), digest_size=4).digest()
         self._object_key = int.from_bytes(digest, "big", signed=True)
         self._connection: psycopg.Connection | None = None
@@ -81,11 +96,11 @@ class DocumentLock:
             raise Unavailable(f"document lock {self._name}: control-plane database unreachable: {error}") from None
         try:
             if blocking:
-                connection.execute("SELECT pg_advisory_lock(%s, %s)", (DOCUMENT_LOCK_CLASS, self._object_key))
+                connection.execute("SELECT pg_advisory_lock(%s, %s)", (self._class, self._object_key))
                 taken = True
             else:
                 row = connection.execute("SELECT pg_try_advisory_lock(%s, %s)",
-                                         (DOCUMENT_LOCK_CLASS, self._object_key)).fetchone()
+                                         (self._class, self._object_key)).fetchone()
                 taken = bool(row[0])
         except BaseException:
             self._pool.putconn(connection)  # the pool checks (and replaces) a broken connection
@@ -102,7 +117,7 @@ class DocumentLock:
         connection, self._connection = self._connection, None
         try:
             if connection is not None:
-                connection.execute("SELECT pg_advisory_unlock(%s, %s)", (DOCUMENT_LOCK_CLASS, self._object_key))
+                connection.execute("SELECT pg_advisory_unlock(%s, %s)", (self._class, self._object_key))
         except psycopg.Error:
             # a connection that broke took the lock with it: closing it makes sure the server lets go
             connection.close()

@@ -122,6 +122,15 @@ class VersionManager:
     def build(self, kb: str, version: int) -> KBVersion:
         """Re-index every document of the KB into a building version, then reconcile and check it: `ready`
         when consistent, `failed` (with the error) otherwise."""
+        lease = self._indexer.build_lock(kb, version)
+        if not lease.acquire(blocking=False):  # another replica builds it; if that one dies, the next to start resumes
+            return self._rows.get(kb, version)
+        try:
+            return self._build(kb, version)
+        finally:
+            lease.release()
+
+    def _build(self, kb: str, version: int) -> KBVersion:
         row = self._rows.get(kb, version)
         if row.state != BUILDING:
             raise FailedPrecondition(f"version {version} of knowledge base {kb!r} is {row.state}, not building")

@@ -79,3 +79,38 @@ def test_a_killed_writers_lock_is_free_at_once(postgres_dsn):
         writer.kill()
         writer.stdout.close()
         locks.close()
+
+
+def test_a_build_lock_leaves_every_document_lock_free(settings):
+    """A build holds its version's lock while it takes document locks: they must never be the same lock."""
+    locks = document_locks(settings.database_url)
+    build = locks.build_lock("kb", 2)
+    assert build.acquire(blocking=False)
+    try:
+        for n in range(200):  # more documents than the in-process stripes
+            document = locks.lock("kb", "default", f"doc-{n}")
+            assert document.acquire(blocking=False)
+            document.release()
+        assert not locks.build_lock("kb", 2).acquire(blocking=False)
+        other_version = locks.build_lock("kb", 3)
+        assert other_version.acquire(blocking=False)
+        other_version.release()
+    finally:
+        build.release()
+        locks.close()
+
+
+@pytest.mark.integration
+def test_one_replica_builds_a_version(postgres_dsn):
+    first, second = PostgresDocumentLocks(postgres_dsn), PostgresDocumentLocks(postgres_dsn)
+    try:
+        building = first.build_lock("kb", 2)
+        assert building.acquire(blocking=False)
+        assert not second.build_lock("kb", 2).acquire(blocking=False)
+        building.release()
+        resumed = second.build_lock("kb", 2)
+        assert resumed.acquire(blocking=False)
+        resumed.release()
+    finally:
+        first.close()
+        second.close()

@@ -25,6 +25,7 @@ opening the stores, building the result).
 import _setup  # noqa: F401  (thread environment and sys.path first)
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -141,6 +142,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=0, help="test queries to run (0: all 300)")
     parser.add_argument("--depth", type=int, default=100, help="candidates per route and results kept")
     parser.add_argument("--warmup", type=int, default=10, help="queries run first and not counted")
+    parser.add_argument("--results", type=Path, help="write ragkb's ranking, scores and route signals per query "
+                                                     "(JSON lines) to compare two versions")
     args = parser.parse_args()
     common.require_scifact(args.data, need_qrels=True)
     data = limit_corpus(load_beir(args.data, "test"), args.docs)
@@ -162,6 +165,7 @@ def main() -> None:
         retriever_module.measure = clock.wrap("competence", retriever_module.measure)
         floor_ms, ragkb_ms, floor_ndcg, ragkb_ndcg = [], [], [], []
         floor_stages: dict[str, list[float]] = {}
+        saved = []
         ragkb_stages: dict[str, list[float]] = {}
         try:
             for warm in queries[:args.warmup]:
@@ -183,6 +187,8 @@ def main() -> None:
                 total = (time.perf_counter() - started) * 1000
                 ragkb_ms.append(total)
                 ragkb_ndcg.append(ndcg_at(list(dict.fromkeys(c.chunk.doc_id for c in result.candidates)), judged, 10))
+                saved.append({"qid": qid, "ranking": [[c.chunk.doc_id, c.score] for c in result.candidates],
+                              "signals": result.signals, "competence": result.competence, "weights": result.weights})
                 embed, competence = clock.spent.get("embed", 0.0), clock.spent.get("competence", 0.0)
                 stages = {"embed": embed, "bm25": result.stages.get("bm25", 0.0),
                           "dense search": result.stages.get("dense", 0.0) - embed, "competence": competence,
@@ -194,6 +200,8 @@ def main() -> None:
         finally:
             retriever.close()
 
+    if args.results:
+        args.results.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in saved), encoding="utf-8")
     floor_p50, floor_p95 = common.p50_p95(floor_ms)
     ragkb_p50, ragkb_p95 = common.p50_p95(ragkb_ms)
     print(f"SciFact test, {len(data.corpus)} documents, {len(queries)} queries, top-{args.depth}, one at a time")
@@ -210,6 +218,9 @@ def main() -> None:
         print(f"  floor {name:<13} {np.percentile(values, 50):8.2f}")
     for name, values in ragkb_stages.items():
         print(f"  ragkb {name:<13} {np.percentile(values, 50):8.2f}  (mean {np.mean(values):.2f})")
+    reads = getattr(retriever, "hit_reads", None)
+    if reads is not None:
+        print(f"competence reads remembered: {reads.hits} hits, {reads.misses} misses, {len(reads)} kept")
 
 
 if __name__ == "__main__":

@@ -141,3 +141,30 @@ def test_remembered_stems_are_the_stemmers_own():
     words = "charging charges generalizations running ran caresses ponies cats 45 充电".split()
     expected = [stemmer.stemWord(w) if w.isascii() and w.isalpha() else w for w in words]
     assert porter(words) == expected and porter(words) == expected
+
+
+def test_plain_ascii_shortcut_gives_what_the_tokenizer_gives(embedder):
+    import json
+    import random
+    from pathlib import Path
+
+    from shared.embedders import ascii_word_limit, unknown_share
+
+    tokenizer = embedder._model.tokenizer
+    assert ascii_word_limit(tokenizer) == 100  # all-MiniLM-L6-v2: WordPiece, BERT pre-tokenizer, full ASCII vocab
+
+    def tokenized(text):
+        return unknown_share(tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"],
+                             tokenizer.unk_token_id)
+
+    rng = random.Random(7)
+    alphabet = [chr(c) for c in range(0x20, 0x7f)] + ["\t", "\n", "\r"]
+    texts = ["", "   ", ENGLISH, "x" * 100, "x" * 101, "a" * 150 + " ok", "ATP-binding cassette (ABC) 5'-UTR ~3%",
+             "caf\u00e9", CHINESE] + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 300)))
+                                      for _ in range(300)]
+    corpus = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact" / "corpus.jsonl"
+    if corpus.is_file():  # the shared SciFact abstracts, when present
+        with open(corpus, encoding="utf-8") as handle:
+            texts += [(lambda d: f"{d['title']}\n{d['text']}"[:2000])(json.loads(line)) for line in handle][:1500]
+    assert [embedder.unknown_token_share(t) for t in texts] == [tokenized(t) for t in texts]
+    assert embedder.unknown_token_share("x" * 101) == 1.0  # an over-long word still counts

@@ -74,17 +74,52 @@ def model_slug(model: str) -> str:
     return re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower()[:40]
 
 
+_PLAIN_ASCII = re.compile(r"[\x20-\x7e\t\n\r]*")
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def ascii_word_limit(tokenizer) -> int:
+    """The longest word a WordPiece tokenizer reads without an unknown token in any printable-ASCII text; 0
+    when that cannot be shown from the tokenizer's parts.
+
+    With BERT's pre-tokenizer every ASCII punctuation mark is a word of its own and words are runs of
+    letters and digits; when the vocabulary holds every printable character (after the normalizer) and
+    every letter and digit as a continuation piece, WordPiece can always fall back to one piece a
+    character, so only a word longer than `max_input_chars_per_word` becomes the unknown token."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    model = getattr(backend, "model", None)
+    if type(model).__name__ != "WordPiece" or type(backend.pre_tokenizer).__name__ != "BertPreTokenizer":
+        return 0
+    vocab = tokenizer.get_vocab()
+    normalize = backend.normalizer.normalize_str if backend.normalizer is not None else (lambda text: text)
+    prefix = model.continuing_subword_prefix
+    for code in range(0x21, 0x7f):
+        piece = normalize(chr(code))
+        if piece not in vocab or (chr(code).isalnum() and prefix + piece not in vocab):
+            return 0
+    return int(model.max_input_chars_per_word)
+
+
 class _TokenizerReads:
     """Token counts and unknown-token shares with the model's own tokenizer (`self._model.tokenizer`)."""
 
     _model: object
     _lock: threading.Lock
+    _ascii_words: int | None = None  # ascii_word_limit of the tokenizer, found on first use
 
     def count_tokens(self, text: str) -> int:
         with self._lock:  # a fast tokenizer used from two threads raises "Already borrowed"
             return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
 
     def unknown_token_share(self, text: str) -> float:
+        # plain ASCII without over-long words cannot hold an unknown token (ascii_word_limit): 0 without
+        # tokenizing, which is most of what route competence spends on English text
+        if _PLAIN_ASCII.fullmatch(text):
+            if self._ascii_words is None:
+                with self._lock:
+                    self._ascii_words = ascii_word_limit(self._model.tokenizer)
+            if self._ascii_words and max(map(len, _ASCII_WORD.findall(text)), default=0) <= self._ascii_words:
+                return 0.0
         with self._lock:
             tokenizer = self._model.tokenizer
             ids = tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"]

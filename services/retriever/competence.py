@@ -17,10 +17,18 @@ model's tokenizer gives its lexical weights) competence falls
 linearly with the unknown share and is 0 at `dense_max_unknown_share`: a model that cannot
 read the query or the text it would be compared with gets no weight. BM25 competence rises
 linearly with term coverage and is 1 from `bm25_min_term_coverage` on.
+
+What a hit contributes (its unknown-token share, its stemmed keyword terms) depends on its text
+alone, and tokenizing and stemming ten to twenty hits cost more than both routes' searches
+together. `HitReads` keeps them per text in a bounded LRU, so a chunk is read once however many
+queries reach it; `measure` gives the same signals with it or without it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,6 +44,7 @@ TOP_HITS = 10  # hits per route whose text is checked for unknown tokens (the de
 TERM_HITS = 10  # BM25 hits searched for the query's terms
 AGREEMENT_DEPTH = 10
 HIT_CHARS = 2000  # of each hit's text (long chunks are embedded truncated anyway)
+HIT_READS = 10_000  # texts whose reads `HitReads` keeps (a SciFact abstract's distinct terms: ~1.5 kB)
 
 
 @dataclass
@@ -51,14 +60,68 @@ def top_z(candidates: Sequence[chunk_pb2.Candidate], depth: int = AGREEMENT_DEPT
     return float((scores[0] - scores.mean()) / scores.std())
 
 
-def term_coverage(query: str, hits: Sequence[chunk_pb2.Candidate], analyzer: Analyzer) -> float:
+def hit_terms(text: str, analyzer: Analyzer) -> tuple[str, ...]:
+    """A hit's distinct keyword terms after the keyword engines' own Porter stemming (a tuple: a third
+    of a set's memory in the cache)."""
+    return tuple(dict.fromkeys(porter(analyze(text, analyzer))))
+
+
+class HitReads:
+    """Bounded LRU of what `measure` reads from a hit's text: unknown-token share and stemmed terms.
+
+    Keyed by a digest of the text itself (and the tokenizer's model or the analyzer), never by chunk
+    id alone, so an edited chunk cannot be answered from its old text. Thread-safe; a miss is
+    computed outside the lock (two threads may compute the same text once each, with one result).
+    """
+
+    def __init__(self, max_entries: int = HIT_READS):
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+        self.max_entries = max_entries
+        self.hits = self.misses = 0
+        self._entries: OrderedDict[tuple, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def unknown_share(self, embedder: Embedder, text: str) -> float:
+        return self._get(("unknown", getattr(embedder, "model_id", id(embedder)), _digest(text)),
+                         lambda: embedder.unknown_token_share(text))
+
+    def terms(self, text: str, analyzer: Analyzer) -> tuple[str, ...]:
+        return self._get(("terms", analyzer, _digest(text)), lambda: hit_terms(text, analyzer))
+
+    def _get(self, key: tuple, compute):
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return self._entries[key]
+            self.misses += 1
+        value = compute()
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return value
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def term_coverage(query: str, hits: Sequence[chunk_pb2.Candidate], analyzer: Analyzer,
+                  reads: HitReads | None = None) -> float:
     """Compared after the keyword engines' own Porter stemming, so "charging" matches "charges"."""
     terms = set(porter(query_terms(query, analyzer)))
     if not terms or not hits:
         return 0.0
     seen: set[str] = set()
     for hit in hits[:TERM_HITS]:
-        seen.update(porter(analyze(hit.chunk.content, analyzer)))
+        text = hit.chunk.content
+        seen.update(reads.terms(text, analyzer) if reads is not None else hit_terms(text, analyzer))
     return len(terms & seen) / len(terms)
 
 
@@ -70,26 +133,31 @@ def agreement(first: Sequence[chunk_pb2.Candidate], second: Sequence[chunk_pb2.C
     return len(top_first & top_second) / min(AGREEMENT_DEPTH, len(top_first), len(top_second))
 
 
-def hits_unknown_share(embedder: Embedder, lists: Sequence[Sequence[chunk_pb2.Candidate]]) -> float:
+def hits_unknown_share(embedder: Embedder, lists: Sequence[Sequence[chunk_pb2.Candidate]],
+                       reads: HitReads | None = None) -> float:
     texts = list(dict.fromkeys(c.chunk.content[:HIT_CHARS] for hits in lists for c in hits[:TOP_HITS]))
     if not texts:
         return 0.0
-    return float(np.mean([embedder.unknown_token_share(text) for text in texts]))
+    share = embedder.unknown_token_share if reads is None else (lambda text: reads.unknown_share(embedder, text))
+    return float(np.mean([share(text) for text in texts]))
 
 
 def measure(query: str, bm25: Sequence[chunk_pb2.Candidate] | None, dense: Sequence[chunk_pb2.Candidate] | None,
             embedder: Embedder, analyzer: Analyzer, config: RetrieverConfig,
-            sparse: Sequence[chunk_pb2.Candidate] | None = None) -> Competence:
-    """Signals and competence of each route that answered (a failed or absent route is None)."""
+            sparse: Sequence[chunk_pb2.Candidate] | None = None, reads: HitReads | None = None) -> Competence:
+    """Signals and competence of each route that answered (a failed or absent route is None).
+
+    `reads`: where the hits' unknown shares and terms are remembered between queries (None: read
+    every hit afresh; the signals are the same)."""
     signals: dict[str, float] = {}
     competence: dict[str, float] = {}
     if bm25 is not None:
-        signals["bm25.term_coverage"] = term_coverage(query, bm25, analyzer)
+        signals["bm25.term_coverage"] = term_coverage(query, bm25, analyzer, reads)
         signals["bm25.top_z"] = top_z(bm25)
         competence["bm25"] = min(1.0, signals["bm25.term_coverage"] / config.bm25_min_term_coverage)
     if dense is not None or sparse is not None:
         signals["dense.query_unknown"] = embedder.unknown_token_share(query)
-        signals["dense.hits_unknown"] = hits_unknown_share(embedder, [bm25 or [], dense or [], sparse or []])
+        signals["dense.hits_unknown"] = hits_unknown_share(embedder, [bm25 or [], dense or [], sparse or []], reads)
         unknown = max(signals["dense.query_unknown"], signals["dense.hits_unknown"])
         readable = max(0.0, 1.0 - unknown / config.dense_max_unknown_share)
         if dense is not None:

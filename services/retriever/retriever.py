@@ -15,7 +15,7 @@ import time
 from concurrent import futures
 from dataclasses import dataclass, field
 
-from services.retriever.competence import effective_weights, measure
+from services.retriever.competence import HitReads, effective_weights, measure
 from services.retriever.fusion import FusionSpec, fuse
 from shared import components
 from shared.config import KBConfig, RetrieverConfig, Settings
@@ -68,6 +68,7 @@ class Retriever:
         self._settings = settings
         self._registry = registry or components.storage_registry("retriever")
         self._pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="route")
+        self.hit_reads = HitReads()  # per-text competence reads, shared by every KB (keys name the model)
 
     def retrieve(self, kb: KBConfig, query: str, search_filter: chunk_pb2.SearchFilter, *, top_k: int = 0,
                  candidate_depth: int = 0) -> RetrievalResult:
@@ -119,7 +120,7 @@ class Retriever:
             raise Unavailable(f"every retrieval route failed: {'; '.join(errors)}")
         started = time.perf_counter()
         measured = measure(query, lists.get("bm25"), lists.get("dense"), embedder, kb.keyword_store.analyzer, config,
-                           sparse=lists.get("sparse"))
+                           sparse=lists.get("sparse"), reads=self.hit_reads)
         weights = effective_weights({r: w for r, w in base_weights(config).items() if r in lists},
                                     measured.competence)
         spec = fusion_spec(config)

@@ -91,6 +91,28 @@ def filter_expression(search_filter: chunk_pb2.SearchFilter) -> str:
     return " and ".join(clauses)
 
 
+def chunk_from_payload(payload: dict) -> chunk_pb2.KnowledgeChunk:
+    """The chunk a payload (`MessageToDict(chunk, preserving_proto_field_name=True)`) was written from.
+
+    `json_format.ParseDict` walks the descriptor in Python: 0.15 ms a chunk, most of a 100-deep
+    dense search. The payloads this store writes map onto the message's constructor directly
+    (int64 comes back as a string, an enum as its name); anything else takes `ParseDict`, with its
+    errors."""
+    try:
+        fields = dict(payload)
+        source = fields.pop("source", None)
+        if isinstance(fields.get("block_type"), str):
+            fields["block_type"] = chunk_pb2.BlockType.Value(fields["block_type"])
+        if isinstance(fields.get("doc_version"), str):
+            fields["doc_version"] = int(fields["doc_version"])
+        chunk = chunk_pb2.KnowledgeChunk(**fields)
+        if source is not None:
+            chunk.source.CopyFrom(chunk_pb2.SourceInfo(**source))
+        return chunk
+    except (TypeError, ValueError, AttributeError):
+        return json_format.ParseDict(payload, chunk_pb2.KnowledgeChunk())
+
+
 def _acl_value(chunk: chunk_pb2.KnowledgeChunk) -> str:
     groups = chunk_groups(chunk)
     return "|" + "|".join(groups) + "|" if groups else ""
@@ -270,7 +292,7 @@ class MilvusVectorStore:
                 search_params=search_params, timeout=self._timeout,
                 consistency_level=self._search_consistency,
             )[0]
-        return [(json_format.ParseDict(hit["entity"]["payload"], chunk_pb2.KnowledgeChunk()), float(hit["distance"]))
+        return [(chunk_from_payload(hit["entity"]["payload"]), float(hit["distance"]))
                 for hit in hits]
 
     def chunk_ids(self, namespace: str, doc_id: str) -> set[str]:
@@ -299,7 +321,7 @@ class MilvusVectorStore:
         expr = f'namespace in {_expr_list(namespaces)} and payload["group_id"] in {_expr_list(group_ids)}'
         with self._lock:
             rows = self._client.query(self.collection, filter=expr, output_fields=["payload"], timeout=self._timeout)
-        chunks = [json_format.ParseDict(r["payload"], chunk_pb2.KnowledgeChunk()) for r in rows]
+        chunks = [chunk_from_payload(r["payload"]) for r in rows]
         order = {g: i for i, g in enumerate(group_ids)}
         return sorted(chunks, key=lambda c: (order[c.group_id], c.part_index, c.position))
 

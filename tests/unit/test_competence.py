@@ -2,10 +2,11 @@
 
 import pytest
 
-from services.retriever.competence import agreement, measure, top_z
+from services.retriever.competence import HitReads, agreement, hit_terms, measure, top_z
 from shared.config import RetrieverConfig
 from shared.contracts import chunk_pb2
 from shared.embedders import SentenceTransformerEmbedder
+from shared.stores.elasticsearch import porter
 
 pytestmark = pytest.mark.unit
 
@@ -79,3 +80,91 @@ def test_score_shape_and_agreement():
     assert top_z(hits("a", "b", "c", scores=[9.0, 1.0, 1.0])) == pytest.approx((9 - 11 / 3) / (8 * 2 ** 0.5 / 3))
     assert top_z(hits("a")) == 0
     assert agreement(hits("a", "b"), hits("b", "c")) == 0.5 and agreement([], hits("a")) == 0
+
+
+MIXED = [f"{ENGLISH} Section {n}." for n in range(7)] + [f"{CHINESE} 第{n}节。" for n in range(3)]
+CASES = [
+    pytest.param("charging the battery in minutes", [ENGLISH], [ENGLISH], id="english"),
+    pytest.param("电池从20%充到80%需要多长时间？", [CHINESE], [CHINESE], id="chinese-query"),
+    pytest.param("charging time", [CHINESE], [CHINESE], id="unreadable-hits"),
+    pytest.param("charging the battery in minutes", MIXED[:7], MIXED, id="mixed-top-ten"),
+    pytest.param("battery warranty terms", [ENGLISH, CHINESE], [], id="no-dense-hits"),
+]
+
+
+@pytest.mark.parametrize(("query", "bm25", "dense"), CASES)
+def test_remembered_hit_reads_give_the_same_signals_as_reading_afresh(embedder, query, bm25, dense):
+    reads = HitReads()
+    fresh = measure(query, hits(*bm25), hits(*dense), embedder, "jieba", RetrieverConfig())
+    first = measure(query, hits(*bm25), hits(*dense), embedder, "jieba", RetrieverConfig(), reads=reads)
+    again = measure(query, hits(*bm25), hits(*dense), embedder, "jieba", RetrieverConfig(), reads=reads)
+    assert first == fresh and again == fresh
+    assert reads.hits > 0 and reads.misses == len(reads)  # the second query read nothing anew
+
+
+def test_hit_reads_follow_the_text_not_the_chunk_id(embedder):
+    reads = HitReads()
+    english = [chunk_pb2.Candidate(chunk=chunk_pb2.KnowledgeChunk(chunk_id="c1", content=ENGLISH), score=1.0)]
+    edited = [chunk_pb2.Candidate(chunk=chunk_pb2.KnowledgeChunk(chunk_id="c1", content=CHINESE), score=1.0)]
+    assert measure("charging time", english, english, embedder, "jieba", RetrieverConfig(),
+                   reads=reads).signals["dense.hits_unknown"] == 0
+    assert measure("charging time", edited, edited, embedder, "jieba", RetrieverConfig(),
+                   reads=reads).signals["dense.hits_unknown"] > 0.25
+
+
+def test_hit_reads_stay_bounded_and_drop_the_least_recently_used(embedder):
+    reads = HitReads(max_entries=2)
+    reads.terms("alpha", "jieba")
+    reads.terms("beta", "jieba")
+    reads.terms("alpha", "jieba")  # alpha is now the most recent
+    reads.terms("gamma", "jieba")
+    assert len(reads) == 2 and reads.hits == 1
+    reads.terms("alpha", "jieba")
+    assert reads.hits == 2  # kept
+    reads.terms("beta", "jieba")
+    assert reads.misses == 4  # beta was dropped and is read again
+    with pytest.raises(ValueError, match="max_entries"):
+        HitReads(max_entries=0)
+
+
+def test_hit_reads_keep_the_analyzers_apart():
+    reads = HitReads()
+    assert reads.terms("充电桩", "char") == hit_terms("充电桩", "char")
+    assert reads.terms("充电桩", "jieba") == hit_terms("充电桩", "jieba")
+    assert reads.terms("充电桩", "char") != reads.terms("充电桩", "jieba")
+
+
+def test_remembered_stems_are_the_stemmers_own():
+    import snowballstemmer
+
+    stemmer = snowballstemmer.stemmer("porter")
+    words = "charging charges generalizations running ran caresses ponies cats 45 充电".split()
+    expected = [stemmer.stemWord(w) if w.isascii() and w.isalpha() else w for w in words]
+    assert porter(words) == expected and porter(words) == expected
+
+
+def test_plain_ascii_shortcut_gives_what_the_tokenizer_gives(embedder):
+    import json
+    import random
+    from pathlib import Path
+
+    from shared.embedders import ascii_word_limit, unknown_share
+
+    tokenizer = embedder._model.tokenizer
+    assert ascii_word_limit(tokenizer) == 100  # all-MiniLM-L6-v2: WordPiece, BERT pre-tokenizer, full ASCII vocab
+
+    def tokenized(text):
+        return unknown_share(tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"],
+                             tokenizer.unk_token_id)
+
+    rng = random.Random(7)
+    alphabet = [chr(c) for c in range(0x20, 0x7f)] + ["\t", "\n", "\r"]
+    texts = ["", "   ", ENGLISH, "x" * 100, "x" * 101, "a" * 150 + " ok", "ATP-binding cassette (ABC) 5'-UTR ~3%",
+             "caf\u00e9", CHINESE] + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 300)))
+                                      for _ in range(300)]
+    corpus = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact" / "corpus.jsonl"
+    if corpus.is_file():  # the shared SciFact abstracts, when present
+        with open(corpus, encoding="utf-8") as handle:
+            texts += [(lambda d: f"{d['title']}\n{d['text']}"[:2000])(json.loads(line)) for line in handle][:1500]
+    assert [embedder.unknown_token_share(t) for t in texts] == [tokenized(t) for t in texts]
+    assert embedder.unknown_token_share("x" * 101) == 1.0  # an over-long word still counts

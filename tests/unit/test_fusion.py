@@ -124,3 +124,16 @@ def test_the_default_fusion_by_hand():
     scores = fused_scores(routes, base_weights(config), fusion_spec(config))
     z = math.sqrt(1.5)
     assert scores == pytest.approx({"a": 0.6 * 1 + 0.4 * -z, "b": 0.6 * -1 + 0.4 * z, "c": 0.6 * -1 + 0.4 * 0.0})
+
+
+@pytest.mark.parametrize("normalization", ["minmax", "zscore", "theoretical_min"])
+def test_candidate_scores_keep_the_order_and_start_at_what_no_route_returned(normalization):
+    # zscore gives below-mean hits negative values; clients read a candidate's score as relevance
+    routes = {"bm25": ranked("a", "b", "c", "d"), "dense": ranked("c", "e", "a")}
+    spec, weights = FusionSpec("convex", normalization), {"bm25": 1.2, "dense": 0.8}
+    raw = fused_scores({r: [(c.chunk.chunk_id, c.score) for c in cs] for r, cs in routes.items()}, weights, spec)
+    fused = fuse(routes, weights, spec)
+    assert [c.chunk.chunk_id for c in fused] == sorted(raw, key=lambda i: (-raw[i], i))
+    assert min(c.score for c in fused) >= 0
+    shifts = {round(raw[c.chunk.chunk_id] - c.score, 9) for c in fused}
+    assert len(shifts) == 1 and (normalization == "zscore" or shifts == {0.0})

@@ -44,10 +44,9 @@ def collect(folder: Path, name: str, fresh: bool, limit: int) -> list[eval_answe
     catalog = KnowledgeBaseCatalog(home)
     config = KBConfig(name="collect", generator=GeneratorConfig(
         min_evidence_score=0.0, answerability={"en": OPEN_GATE, "zh": OPEN_GATE}))
-    if catalog.exists("collect"):
-        catalog.replace("collect", config)
-    else:
-        catalog.create("collect", config_yaml=config.to_yaml())
+    if not catalog.exists("collect"):
+        catalog.create("collect")
+    catalog.replace(config)
     os.environ["RAGKB_DATA_DIR"] = str(home)
     outcomes = eval_answers.run("collect", folder / name / "questions.jsonl", folder / name / "corpus.jsonl",
                                 limit=limit)

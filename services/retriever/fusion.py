@@ -11,6 +11,9 @@
   scale (0 for minmax and theoretical_min, the list's lowest z for zscore). A list without
   spread (a single hit, or all scores tied) normalises to 1 (minmax, theoretical_min) or 0
   (zscore, absent -1): its hits always rank above the documents it did not return.
+  The scores `fuse` gives its candidates are measured from a document no route returned
+  (each route's values shifted so its absent value is 0): the same order, and never below 0
+  with zscore either, since clients read a candidate's score as relevance.
 
 The core works on plain (id, score) lists so `ragkb tune` can re-fuse thousands of
 stored route lists quickly; `fuse` wraps it for the retriever's Candidate messages.
@@ -69,8 +72,10 @@ def normalize_scores(scores: Sequence[float], normalization: Normalization, floo
 
 
 def fused_scores(routes: Mapping[str, Sequence[tuple[str, float]]], weights: Mapping[str, float],
-                 spec: FusionSpec) -> dict[str, float]:
-    """Fused score per id from each route's best-first (id, score) list; a route missing in `weights` gets 1."""
+                 spec: FusionSpec, *, from_unreturned: bool = False) -> dict[str, float]:
+    """Fused score per id from each route's best-first (id, score) list; a route missing in `weights` gets 1.
+
+    `from_unreturned`: convex scores minus the score of a document no route returned (order unchanged)."""
     fused: dict[str, float] = {}
     if spec.method == "rrf":
         for route, ranked in routes.items():
@@ -91,8 +96,9 @@ def fused_scores(routes: Mapping[str, Sequence[tuple[str, float]]], weights: Map
         normalised, absent = normalize_scores([s for _, s in ranked], spec.normalization,
                                               ROUTE_SCORE_FLOORS.get(route, 0.0))
         present = dict(zip((item for item, _ in ranked), normalised))
+        offset = absent if from_unreturned else 0.0  # the same for every id, so the order stays
         for item in every_id:
-            fused[item] = fused.get(item, 0.0) + weight * float(present.get(item, absent))
+            fused[item] = fused.get(item, 0.0) + weight * (float(present.get(item, absent)) - offset)
     return fused
 
 
@@ -106,7 +112,7 @@ def fuse(routes: Mapping[str, Sequence[chunk_pb2.Candidate]], weights: Mapping[s
          top_k: int | None = None) -> list[chunk_pb2.Candidate]:
     """Fuse candidate lists keyed by route ("bm25", "dense", "sparse"); each fused candidate keeps its per-route ranks."""
     scores = fused_scores({route: [(c.chunk.chunk_id, c.score) for c in candidates]
-                           for route, candidates in routes.items()}, weights, spec)
+                           for route, candidates in routes.items()}, weights, spec, from_unreturned=True)
     merged: dict[str, chunk_pb2.Candidate] = {}
     for route, candidates in routes.items():
         for rank, candidate in enumerate(candidates, start=1):

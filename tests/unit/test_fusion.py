@@ -4,6 +4,8 @@ import math
 
 from services.retriever.competence import effective_weights
 from services.retriever.fusion import FusionSpec, fuse, fused_scores, normalize_scores
+from services.retriever.retriever import base_weights, fusion_spec
+from shared.config import RetrieverConfig
 from shared.contracts import chunk_pb2
 
 pytestmark = pytest.mark.unit
@@ -104,3 +106,34 @@ def test_convex_fuse_keeps_route_ranks_and_a_zero_weight_route_changes_nothing()
 ])
 def test_effective_weights_scale_the_base_by_competence(competence, expected):
     assert effective_weights({"bm25": 1.0, "dense": 2.0}, competence) == expected
+
+
+def test_the_default_is_convex_zscore_with_bm25_weighted_0_6_and_dense_0_4():
+    # measured in README (Hybrid retrieval): >= the best single route on every development set, >= 0.73 on SciFact
+    config = RetrieverConfig()
+    assert fusion_spec(config).describe() == "convex(zscore)"
+    weights = base_weights(config)
+    assert (weights["bm25"], weights["dense"]) == (1.2, 0.8)
+    assert weights["bm25"] / (weights["bm25"] + weights["dense"]) == pytest.approx(0.6)
+
+
+def test_the_default_fusion_by_hand():
+    # bm25 a=3 b=1 -> z 1, -1; dense b=.9 c=.5 a=.1 -> z 1.2247, 0, -1.2247 (absent -1 / -1.2247); weights .6/.4
+    routes = {"bm25": [("a", 3.0), ("b", 1.0)], "dense": [("b", 0.9), ("c", 0.5), ("a", 0.1)]}
+    config = RetrieverConfig()
+    scores = fused_scores(routes, base_weights(config), fusion_spec(config))
+    z = math.sqrt(1.5)
+    assert scores == pytest.approx({"a": 0.6 * 1 + 0.4 * -z, "b": 0.6 * -1 + 0.4 * z, "c": 0.6 * -1 + 0.4 * 0.0})
+
+
+@pytest.mark.parametrize("normalization", ["minmax", "zscore", "theoretical_min"])
+def test_candidate_scores_keep_the_order_and_start_at_what_no_route_returned(normalization):
+    # zscore gives below-mean hits negative values; clients read a candidate's score as relevance
+    routes = {"bm25": ranked("a", "b", "c", "d"), "dense": ranked("c", "e", "a")}
+    spec, weights = FusionSpec("convex", normalization), {"bm25": 1.2, "dense": 0.8}
+    raw = fused_scores({r: [(c.chunk.chunk_id, c.score) for c in cs] for r, cs in routes.items()}, weights, spec)
+    fused = fuse(routes, weights, spec)
+    assert [c.chunk.chunk_id for c in fused] == sorted(raw, key=lambda i: (-raw[i], i))
+    assert min(c.score for c in fused) >= 0
+    shifts = {round(raw[c.chunk.chunk_id] - c.score, 9) for c in fused}
+    assert len(shifts) == 1 and (normalization == "zscore" or shifts == {0.0})

@@ -25,7 +25,6 @@ stores' writes are searchable when they return), so searches never pay for read-
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field

@@ -19,7 +19,7 @@ from ragkb.embedded import EmbeddedStack
 from services.worker.celery_app import REINDEX_QUEUE, create_celery
 from services.worker.tasks import publish_reindex
 from shared.config import Settings
-from tests.integration.ingestion_support import Worker, start_redis, wait_for
+from tests.integration.ingestion_support import Worker, wait_for
 from tests.integration.versions_support import DOCS, Indexing
 
 pytestmark = pytest.mark.integration
@@ -27,13 +27,6 @@ pytestmark = pytest.mark.integration
 NEW_ANALYZER = "keyword_store: {analyzer: char}\n"
 # more documents than one re-index job takes (services/indexer/versions.py BATCH_DOCUMENTS = 16): two jobs
 EXTRA = {f"note-{i}": f"Maintenance note {i}: inspect castor wheel {i} and record its wear." for i in range(12)}
-
-
-@pytest.fixture(scope="module")
-def redis(tmp_path_factory):
-    server = start_redis(tmp_path_factory.mktemp("redis"))
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -251,23 +251,24 @@ class VersionManager:
     def switch(self, kb: str, version: int, *, force: bool = False, namespaces: list[str] | None = None) -> KBVersion:
         """Gate a ready version on the golden questions and make it live; a retired one comes back ungated.
 
-        Idempotent: a switch an interruption stopped half-way is completed or undone first (`repair_live`),
+        Idempotent: a switch an interruption stopped half-way is completed or undone first (`_repair_live`),
         and switching to the live version changes nothing."""
         self.list(kb)
-        self.repair_live(kb)
-        target = self._rows.get(kb, version)
-        if target.state == LIVE:
-            return target
-        if target.state not in (READY, RETIRED):
-            raise FailedPrecondition(f"version {version} of knowledge base {kb!r} is {target.state}; only a ready "
-                                     "or a retired version can become live")
-        live_config = self._catalog.tenant_config(kb)
-        next_config = self._next_config(live_config, target)
-        decision = None
-        if target.state == READY:  # complete and consistent now: a write mirrored since the build may have failed
-            self._reconcile_clean(version_config(target, self._catalog.profiles))
-            decision = self._gate(kb, live_config, next_config, namespaces or ["default"], force=force)
-        self._go_live(kb, next_config, version, decision)
+        with self._indexer.switch_lock(kb):
+            self._repair_live(kb)
+            target = self._rows.get(kb, version)
+            if target.state == LIVE:
+                return target
+            if target.state not in (READY, RETIRED):
+                raise FailedPrecondition(f"version {version} of knowledge base {kb!r} is {target.state}; only a "
+                                         "ready or a retired version can become live")
+            live_config = self._catalog.tenant_config(kb)
+            next_config = self._next_config(live_config, target)
+            decision = None
+            if target.state == READY:  # complete and consistent now: a write mirrored since the build may have failed
+                self._reconcile_clean(version_config(target, self._catalog.profiles))
+                decision = self._gate(kb, live_config, next_config, namespaces or ["default"], force=force)
+            self._go_live(kb, next_config, version, decision)
         self._apply_retention(kb)
         return self._rows.get(kb, version)
 
@@ -275,19 +276,20 @@ class VersionManager:
         """Back to a retired version (`to`, or the one retired last): one alias swap, no data moved. Rolling
         back `to` the live version (a repeated rollback) changes nothing."""
         self.list(kb)
-        self.repair_live(kb)
-        if to is not None and self._rows.get(kb, to).state == LIVE:
-            return self._rows.get(kb, to)
-        retired = [v for v in self._rows.list(kb) if v.state == RETIRED]
-        if to is None:
-            if not retired:
-                raise FailedPrecondition(f"knowledge base {kb!r} has no retired version to roll back to")
-            to = max(retired, key=lambda v: (v.updated_at, v.version)).version
-        elif to not in {v.version for v in retired}:
-            raise FailedPrecondition(f"version {to} of knowledge base {kb!r} is {self._rows.get(kb, to).state}, "
-                                     "not retired: roll back only to a version that was live and is still kept")
-        target = self._rows.get(kb, to)
-        self._go_live(kb, self._next_config(self._catalog.tenant_config(kb), target), to, None)
+        with self._indexer.switch_lock(kb):
+            self._repair_live(kb)
+            if to is not None and self._rows.get(kb, to).state == LIVE:
+                return self._rows.get(kb, to)
+            retired = [v for v in self._rows.list(kb) if v.state == RETIRED]
+            if to is None:
+                if not retired:
+                    raise FailedPrecondition(f"knowledge base {kb!r} has no retired version to roll back to")
+                to = max(retired, key=lambda v: (v.updated_at, v.version)).version
+            elif to not in {v.version for v in retired}:
+                raise FailedPrecondition(f"version {to} of knowledge base {kb!r} is {self._rows.get(kb, to).state}, "
+                                         "not retired: roll back only to a version that was live and is still kept")
+            target = self._rows.get(kb, to)
+            self._go_live(kb, self._next_config(self._catalog.tenant_config(kb), target), to, None)
         return self._rows.get(kb, to)
 
     def drop(self, kb: str, version: int) -> KBVersion:
@@ -337,7 +339,7 @@ class VersionManager:
     def _go_live(self, kb: str, config: KBConfig, version: int, decision: dict | None) -> None:
         """The decision, then the aliases (stable names for the engines' own tools), then the catalog every
         request resolves — the commit point — then the rows. An interruption anywhere is set right by
-        `repair_live` (on the next switch, rollback, or indexer start)."""
+        `_repair_live` (on the next switch, rollback, or indexer start)."""
         if decision is not None:
             self._rows.decide(kb, version, decision)  # kept even if the process stops before the rows move
         _, keyword, vector = self._indexer.open_stores(config.resolve(self._catalog.profiles))
@@ -347,10 +349,11 @@ class VersionManager:
         self._rows.switch(kb, version, decision)
         log.info("knowledge base %s: version %d is live", kb, version)
 
-    def repair_live(self, kb: str) -> None:
-        """Make the rows and the engines' aliases agree with the catalog, the switch's commit point: a switch
-        stopped before its catalog write leaves the aliases ahead (they are pointed back), one stopped after
-        it leaves the rows behind (they follow). A KB without version rows has nothing to repair."""
+    def _repair_live(self, kb: str) -> None:
+        """Make the rows and the engines' aliases agree with the catalog, the switch's commit point (the caller
+        holds the switch lock): a switch stopped before its catalog write leaves the aliases ahead (they are
+        pointed back), one stopped after it leaves the rows behind (they follow). A KB without version rows has
+        nothing to repair."""
         rows = self._rows.list(kb)
         if not rows:
             return
@@ -364,10 +367,11 @@ class VersionManager:
         vector.make_live()
 
     def repair_every_live(self) -> None:
-        """`repair_live` for every KB (indexer start): an interrupted switch never outlives a restart."""
+        """`_repair_live` for every KB (indexer start): an interrupted switch never outlives a restart."""
         for kb in self._catalog.names():
             try:
-                self.repair_live(kb)
+                with self._indexer.switch_lock(kb):
+                    self._repair_live(kb)
             except Exception:  # one KB's engine being down must not keep the indexer from starting
                 log.exception("knowledge base %s: could not bring its versions in line with the catalog", kb)
 
@@ -390,7 +394,8 @@ class VersionManager:
                          key=lambda v: (v.updated_at, v.version), reverse=True)
         expired = []
         if self._retention_s:
-            oldest = (datetime.now(timezone.utc) - timedelta(seconds=self._retention_s)).isoformat(timespec="milliseconds")
+            oldest = datetime.now(timezone.utc) - timedelta(seconds=self._retention_s)
+            oldest = oldest.isoformat(timespec="milliseconds")
             expired = [v for v in retired if v.updated_at < oldest]  # updated_at: when it was retired
         for old in sorted({v.version: v for v in [*retired[self._retention:], *expired]}.values(),
                           key=lambda v: v.version):

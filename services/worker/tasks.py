@@ -93,7 +93,8 @@ def reindex_retry_s(retries: int) -> float:
 
 
 def register(app: Celery, context: Callable[[], TaskContext]) -> None:
-    """Declare the task on `app`; `context` builds the worker's clients on first use (after the pool starts)."""
+    """Declare the tasks (ingestion, re-index) on `app`; `context` builds the worker's clients on first use
+    (after the pool starts)."""
 
     @app.task(name=INGEST_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
               max_retries=None)

@@ -209,6 +209,12 @@ class IndexerClient(_ServiceClient):
     def drop_version(self, kb: str, version: int) -> indexer_pb2.KnowledgeBaseVersion:
         return self._call("DropVersion", indexer_pb2.VersionRequest(kb=kb, version=version))
 
+    def build_version_batch(self, kb: str, version: int, batch: int, *,
+                            timeout_s: float | None = None) -> indexer_pb2.KnowledgeBaseVersion:
+        # idempotent: a batch run twice finds its chunks present and writes nothing
+        request = indexer_pb2.VersionBatchRequest(kb=kb, version=version, batch=batch)
+        return self._call("BuildVersionBatch", request, timeout_s=timeout_s, idempotent=True)
+
 
 class _TranslatedStream:
     """A server stream whose errors come out as the project's exceptions."""

@@ -51,6 +51,7 @@ class Settings:
     ingest_step_timeout_s: float = 600.0  # deadline of each pipeline step (parse, index)
     reconcile_interval_s: float = 3600.0  # scheduled store/registry reconciliation; 0 = off
     version_retention: int = 1  # retired KB versions kept for rollback after a switch; older ones are dropped
+    version_retention_s: float = 0.0  # and a retired version is dropped once retired this long; 0 = no time limit
     # security (docs/security.md): operator profiles a KB config chooses from; mTLS between services
     profiles_file: str = ""  # empty = <data_dir>/profiles.yaml (built-in profiles when absent)
     tls_dir: str = ""  # ca.pem + <service>.pem/.key (`ragkb certs init`); empty = plaintext, loopback only

@@ -56,6 +56,15 @@ CREATE TABLE IF NOT EXISTS kb_versions (
     updated_at TEXT NOT NULL,
     PRIMARY KEY (kb, version)
 );
+CREATE TABLE IF NOT EXISTS kb_version_batches (
+    kb TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    batch INTEGER NOT NULL,
+    documents TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (kb, version, batch)
+);
 """
 
 _COLUMNS = "kb, version, config_yaml, state, docs_done, docs_total, error, decision, created_at, updated_at"
@@ -171,9 +180,42 @@ class VersionRows:
         self._db.execute("UPDATE kb_versions SET decision = ?, updated_at = ? WHERE kb = ? AND version = ?",
                          (json.dumps(decision, sort_keys=True), _now(), kb, version))
 
-    def progress(self, kb: str, version: int, done: int, total: int) -> None:
-        self._db.execute("UPDATE kb_versions SET docs_done = ?, docs_total = ?, updated_at = ? "
-                         "WHERE kb = ? AND version = ?", (done, total, _now(), kb, version))
+    def plan(self, kb: str, version: int, batches: list[list[tuple[str, str]]]) -> None:
+        """Record a build's re-index jobs, each a list of (namespace, doc_id), once: a build planned before (by a
+        process that stopped) keeps its batches and what they have done."""
+        with self._db.transaction() as db:
+            if db.execute("SELECT 1 FROM kb_version_batches WHERE kb = ? AND version = ? LIMIT 1",
+                          (kb, version)).one() is not None:
+                return
+            db.execute_many("INSERT INTO kb_version_batches(kb, version, batch, documents, size, done) "
+                            "VALUES (?, ?, ?, ?, ?, 0)",
+                            [(kb, version, number, json.dumps(documents), len(documents))
+                             for number, documents in enumerate(batches)])
+            db.execute("UPDATE kb_versions SET docs_done = 0, docs_total = ?, updated_at = ? WHERE kb = ? AND "
+                       "version = ?", (sum(map(len, batches)), _now(), kb, version))
+
+    def pending_batches(self, kb: str, version: int) -> list[int]:
+        """The planned batches of a version not done yet, in order."""
+        rows = self._db.execute("SELECT batch FROM kb_version_batches WHERE kb = ? AND version = ? AND done = 0 "
+                                "ORDER BY batch", (kb, version)).rows
+        return [int(row[0]) for row in rows]
+
+    def batch(self, kb: str, version: int, batch: int) -> list[tuple[str, str]]:
+        """The (namespace, doc_id) of one planned batch."""
+        row = self._db.execute("SELECT documents FROM kb_version_batches WHERE kb = ? AND version = ? AND batch = ?",
+                               (kb, version, batch)).one()
+        if row is None:
+            raise NotFound(f"version {version} of knowledge base {kb!r} has no re-index batch {batch}")
+        return [(namespace, doc_id) for namespace, doc_id in json.loads(row[0])]
+
+    def finish_batch(self, kb: str, version: int, batch: int) -> None:
+        """Mark a batch done and count its documents into the version's progress (a repeat changes nothing)."""
+        with self._db.transaction() as db:
+            db.execute("UPDATE kb_version_batches SET done = 1 WHERE kb = ? AND version = ? AND batch = ?",
+                       (kb, version, batch))
+            db.execute("UPDATE kb_versions SET docs_done = (SELECT COALESCE(SUM(size), 0) FROM kb_version_batches "
+                       "WHERE kb = ? AND version = ? AND done = 1), updated_at = ? WHERE kb = ? AND version = ?",
+                       (kb, version, _now(), kb, version))
 
     def close(self) -> None:
         self._db.close()

@@ -256,6 +256,10 @@ class Indexer:
         """One builder of a KB version at a time, across every indexer replica."""
         return self._locks.build_lock(kb_name, version)
 
+    def switch_lock(self, kb_name: str):
+        """One change of a KB's live version at a time (switch, rollback, repair), across every indexer replica."""
+        return self._locks.switch_lock(kb_name)
+
     def close(self) -> None:
         self._locks.close()
 

@@ -22,10 +22,11 @@ from psycopg_pool import ConnectionPool
 from shared.errors import Unavailable
 
 STRIPES = 64
-# the first key of the two-key advisory lock space ("dc", "bl"): documents and builds never collide with
-# each other nor with the single-key lock the schema migrations take
+# the first key of the two-key advisory lock space ("dc", "bl", "sw"): documents, builds and switches never
+# collide with each other nor with the single-key lock the schema migrations take
 DOCUMENT_LOCK_CLASS = 0x6463
 BUILD_LOCK_CLASS = 0x626C
+SWITCH_LOCK_CLASS = 0x7377
 LOCK_POOL_MAX = 16  # documents written at once by one indexer process (each holds one connection)
 
 
@@ -39,6 +40,7 @@ class LocalDocumentLocks:
     def __init__(self, stripes: int = STRIPES):
         self._locks = [threading.Lock() for _ in range(stripes)]
         self._builds: dict[tuple[str, int], threading.Lock] = {}
+        self._switches: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
     def lock(self, kb_name: str, namespace: str, doc_id: str) -> threading.Lock:
@@ -48,6 +50,11 @@ class LocalDocumentLocks:
         """One builder of a KB version (a lock of its own: a build takes document locks while it holds it)."""
         with self._guard:
             return self._builds.setdefault((kb_name, version), threading.Lock())
+
+    def switch_lock(self, kb_name: str) -> threading.Lock:
+        """One change of a KB's live version at a time (switch, rollback, repair)."""
+        with self._guard:
+            return self._switches.setdefault(kb_name, threading.Lock())
 
     def close(self) -> None:
         """Nothing to release: the locks live and die with the process."""
@@ -68,6 +75,12 @@ class PostgresDocumentLocks:
         """One builder of a KB version across every replica; freed when the building replica dies."""
         return DocumentLock(self._pool, self._local.build_lock(kb_name, version), kb_name, "", f"v{version}",
                             lock_class=BUILD_LOCK_CLASS)
+
+    def switch_lock(self, kb_name: str) -> DocumentLock:
+        """One change of a KB's live version at a time across every replica, so a repair never undoes the alias
+        step of a switch another replica is making."""
+        return DocumentLock(self._pool, self._local.switch_lock(kb_name), kb_name, "", "live",
+                            lock_class=SWITCH_LOCK_CLASS)
 
     def close(self) -> None:
         self._pool.close()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from services.indexer.indexer import Indexer
@@ -188,13 +188,20 @@ def _batches(entries: list[DocumentEntry]) -> Iterator[list[DocumentEntry]]:
 
 
 class PeriodicReconciler:
-    """Reconciles every knowledge base every `interval_s` seconds on a daemon thread (0 = never)."""
+    """Reconciles every knowledge base every `interval_s` seconds on a daemon thread (0 = never).
 
-    def __init__(self, reconciler: Reconciler, catalog: KnowledgeBaseCatalog, interval_s: float):
+    `configs_of(kb)`: the configs reconciled for a KB (default: its live one; the indexer passes every complete
+    version, services/indexer/versions.py); `after_round`: run after each round (version retention)."""
+
+    def __init__(self, reconciler: Reconciler, catalog: KnowledgeBaseCatalog, interval_s: float, *,
+                 configs_of: Callable[[str], list[KBConfig]] | None = None,
+                 after_round: Callable[[], None] | None = None):
         if interval_s < 0:
             raise ValueError(f"reconcile interval must be >= 0 seconds, got {interval_s}")
         self._reconciler = reconciler
         self._catalog = catalog
+        self._configs_of = configs_of or (lambda kb: [catalog.get(kb)])
+        self._after_round = after_round
         self._interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -206,11 +213,21 @@ class PeriodicReconciler:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
-            for name in self._catalog.names():
-                try:
-                    self._reconciler.reconcile(self._catalog.get(name))
-                except Exception:  # one broken KB must not stop the schedule for the others
-                    log.exception("scheduled reconciliation of %s failed", name)
+            self.run_once()
+
+    def run_once(self) -> None:
+        """One round: reconcile every KB (each config `configs_of` gives), then `after_round`."""
+        for name in self._catalog.names():
+            try:
+                for config in self._configs_of(name):
+                    self._reconciler.reconcile(config)
+            except Exception:  # one broken KB must not stop the schedule for the others
+                log.exception("scheduled reconciliation of %s failed", name)
+        if self._after_round is not None:
+            try:
+                self._after_round()
+            except Exception:
+                log.exception("the scheduled step after reconciliation failed")
 
     def stop(self) -> None:
         self._stop.set()

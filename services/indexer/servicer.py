@@ -150,6 +150,10 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServiceServicer):
         self._version_admin()
         return _version(self._versions.drop(request.kb, request.version))
 
+    def BuildVersionBatch(self, request, context):
+        self._version_admin()
+        return _version(self._versions.run_batch(request.kb, request.version, request.batch))
+
 
 def _version(version: KBVersion) -> indexer_pb2.KnowledgeBaseVersion:
     return indexer_pb2.KnowledgeBaseVersion(

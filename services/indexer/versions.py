@@ -6,8 +6,16 @@ after ingestion, so a version re-embeds and re-analyzes the chunks the KB alread
 chunker applies to documents ingested from then on. Meanwhile the indexer writes every document to
 each version (services/indexer/indexer.py), and queries keep resolving the live one.
 
-A finished build is reconciled (a chunk a write failed to mirror is restored) and then checked:
-a version that the reconciler still finds differences in fails instead of becoming ready.
+The re-index runs as jobs: the build splits the registry's documents into numbered batches stored with
+the version (`kb_version_batches`), and each batch is one job — a Celery task on the ingestion workers
+(`ragkb.reindex`, acknowledged late, so a batch whose worker died is delivered again) that calls the
+indexer's `BuildVersionBatch`, or, without a broker, a call on a thread of this process. Either way
+`run_batch` does the work, and the version's progress is the documents of its done batches. Batches
+left undone by a process that stopped are queued again when an indexer starts.
+
+When the last batch is done the version is reconciled (a chunk a write failed to mirror is restored)
+and then checked: a version that the reconciler still finds differences in fails instead of becoming
+ready.
 
 `switch` measures the live and the new version on the KB's golden questions, if it has any
 (`retriever.golden_questions`), and refuses when nDCG@10 drops by more than
@@ -23,29 +31,43 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from services.indexer.indexer import Indexer
 from services.indexer.reconciler import Reconciler
 from services.indexer.registry import DocumentRegistry
 from shared.config import KBConfig, yaml_mapping
-from shared.errors import FailedPrecondition, InvalidArgument
+from shared.errors import FailedPrecondition, InvalidArgument, Unavailable
 from shared.kb import KnowledgeBaseCatalog
-from shared.kb_versions import BUILDING, DROPPED, FAILED, READY, RETIRED, KBVersion, VersionRows, version_config
+from shared.kb_versions import BUILDING, DROPPED, FAILED, LIVE, READY, RETIRED, KBVersion, VersionRows, version_config
 
 log = logging.getLogger("ragkb.indexer.versions")
 
 # the sections a version owns: they decide what its index holds; the rest of the config is the live one's
 INDEX_SECTIONS = ("chunker", "chunker_rules", "embedder", "keyword_store", "vector_store")
+# documents per re-index job: small enough that one job ends well within a step deadline, large enough that a
+# big KB is not millions of messages
+BATCH_DOCUMENTS = 16
+WAIT_POLL_S = 0.2
+# publishes one re-index job (kb, version, batch) to the workers (services.worker.tasks.publish_reindex)
+Publish = Callable[[str, int, int], None]
 
 
 class VersionManager:
-    """`retention`: retired versions kept for rollback after a switch; older ones are dropped."""
+    """`retention`: retired versions kept for rollback after a switch; older ones are dropped. `retention_s`: a
+    retired version is also dropped once it has been retired this long (0 = no time limit). `publish`: where
+    re-index jobs go (the Celery workers); None runs them on a thread of this process (embedded mode)."""
 
     def __init__(self, settings, catalog: KnowledgeBaseCatalog, registry: DocumentRegistry, indexer: Indexer,
-                 reconciler: Reconciler, *, retention: int = 1):
+                 reconciler: Reconciler, *, retention: int = 1, retention_s: float = 0.0,
+                 publish: Publish | None = None):
         if retention < 0:
             raise ValueError(f"retention must be >= 0 versions, got {retention}")
+        if retention_s < 0:
+            raise ValueError(f"retention time must be >= 0 seconds (0 = no limit), got {retention_s}")
         self._settings = settings
         self._catalog = catalog
         self._registry = registry
@@ -53,6 +75,8 @@ class VersionManager:
         self._reconciler = reconciler
         self._rows: VersionRows = indexer.versions
         self._retention = retention
+        self._retention_s = retention_s
+        self._publish = publish
         self._builds: dict[tuple[str, int], threading.Thread] = {}
         self._stopping = threading.Event()
 
@@ -100,7 +124,8 @@ class VersionManager:
         thread.start()
 
     def resume_builds(self) -> None:
-        """Start again every build a previous process left unfinished (a build is idempotent per document)."""
+        """Start again every build a previous process left unfinished: its batches not done yet are queued again
+        (a batch is idempotent, so one still queued from before only runs twice)."""
         for kb in self._catalog.names():
             for version in self._rows.list(kb):
                 if version.state == BUILDING:
@@ -113,76 +138,158 @@ class VersionManager:
             thread.join(timeout=120)
 
     def wait(self, kb: str, version: int, timeout_s: float | None = None) -> KBVersion:
-        """The version once its build thread (if any) has finished."""
+        """The version once its build has finished here, or (its batches on the workers) once it is no longer
+        building; the row as it is when `timeout_s` runs out."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         thread = self._builds.get((kb, version))
         if thread is not None:
             thread.join(timeout_s)
+        while self._publish is not None and self._rows.get(kb, version).state == BUILDING \
+                and (deadline is None or time.monotonic() < deadline):
+            time.sleep(WAIT_POLL_S)
         return self._rows.get(kb, version)
 
     def build(self, kb: str, version: int) -> KBVersion:
-        """Re-index every document of the KB into a building version, then reconcile and check it: `ready`
-        when consistent, `failed` (with the error) otherwise."""
+        """Plan the re-index jobs of a building version and run them: on the Celery workers when a broker is
+        configured (this returns once they are queued), else here, one after the other.
+
+        The last batch to finish reconciles and checks the version (`finish`)."""
         lease = self._indexer.build_lock(kb, version)
-        if not lease.acquire(blocking=False):  # another replica builds it; if that one dies, the next to start resumes
+        if not lease.acquire(blocking=False):  # another replica plans it; if that one dies, the next to start resumes
             return self._rows.get(kb, version)
         try:
-            return self._build(kb, version)
+            pending = self._plan(kb, version)
         finally:
             lease.release()
+        if pending is None:
+            return self._rows.get(kb, version)
+        if not pending:  # nothing to re-index (an empty KB, or every batch was done before a restart)
+            return self.finish(kb, version)
+        if self._publish is not None:
+            for batch in pending:
+                self._publish(kb, version, batch)
+            return self._rows.get(kb, version)
+        for batch in pending:
+            if self._stopping.is_set():  # the process is stopping: the next one resumes the build
+                break
+            try:
+                self.run_batch(kb, version, batch)
+            except Unavailable:  # stopping mid-batch
+                break
+        return self._rows.get(kb, version)
 
-    def _build(self, kb: str, version: int) -> KBVersion:
+    def _plan(self, kb: str, version: int) -> list[int] | None:
+        """Create the version's index and collection and split the registry's documents into batches (once);
+        the batches not done yet, or None when the version is not building (or could not be opened: failed)."""
         row = self._rows.get(kb, version)
         if row.state != BUILDING:
-            raise FailedPrecondition(f"version {version} of knowledge base {kb!r} is {row.state}, not building")
+            return None
+        try:
+            self._indexer.open_stores(version_config(row, self._catalog.profiles))
+            documents = [(entry.namespace, entry.doc_id) for entry in self._registry.list(kb)]
+            self._rows.plan(kb, version, [documents[start:start + BATCH_DOCUMENTS]
+                                          for start in range(0, len(documents), BATCH_DOCUMENTS)])
+            return self._rows.pending_batches(kb, version)
+        except Exception as error:
+            self._fail(kb, version, error)
+            return None
+
+    def run_batch(self, kb: str, version: int, batch: int) -> KBVersion:
+        """One re-index job: copy each document of a planned batch into the version from the registry's stored
+        chunks (under the document's lock, like every write), mark the batch done; the last one finishes the
+        build. Idempotent: a redelivered batch finds its chunks present and writes nothing. A version that is no
+        longer building (failed, dropped meanwhile) is left alone."""
+        row = self._rows.get(kb, version)
+        if row.state != BUILDING:
+            return row
         try:
             config = version_config(row, self._catalog.profiles)
-            self._indexer.open_stores(config)  # creates the index and the collection
-            entries = self._registry.list(kb)
-            self._rows.progress(kb, version, 0, len(entries))
-            for done, entry in enumerate(entries, start=1):
-                if self._stopping.is_set():  # the process is stopping: the next one resumes the build
-                    return self._rows.get(kb, version)
-                with self._indexer.document_lock(kb, entry.namespace, entry.doc_id):
-                    self._indexer.copy_document(config, entry.namespace, entry.doc_id)
-                self._rows.progress(kb, version, done, len(entries))
-            self._reconciler.reconcile(config)
-            check = self._reconciler.reconcile(config, dry_run=True)
-            if check.repairs:
-                problems = ", ".join(f"{r.namespace}/{r.doc_id}: {r.action}" for r in check.repairs[:3])
-                raise FailedPrecondition(f"the reconciler still finds {len(check.repairs)} documents that differ "
-                                         f"from the registry ({problems})")
-            return self._rows.move(kb, version, READY)
+            for namespace, doc_id in self._rows.batch(kb, version, batch):
+                if self._stopping.is_set():
+                    raise Unavailable(f"the indexer is stopping; batch {batch} of version {version} of {kb!r} "
+                                      "runs again")
+                with self._indexer.document_lock(kb, namespace, doc_id):
+                    self._indexer.copy_document(config, namespace, doc_id)
+            self._rows.finish_batch(kb, version, batch)
+        except Unavailable:
+            raise
         except Exception as error:
-            log.exception("building version %d of %s failed", version, kb)
+            return self._fail(kb, version, error)
+        if self._rows.pending_batches(kb, version):
+            return self._rows.get(kb, version)
+        return self.finish(kb, version)
+
+    def finish(self, kb: str, version: int) -> KBVersion:
+        """Once every batch is done: reconcile the version (restoring what a write failed to mirror) and check it:
+        `ready` when consistent, `failed` (with the error) otherwise. Under the build lock, so it runs once."""
+        with self._indexer.build_lock(kb, version):
+            row = self._rows.get(kb, version)
+            if row.state != BUILDING or self._rows.pending_batches(kb, version):
+                return row
+            try:
+                self._reconcile_clean(version_config(row, self._catalog.profiles))
+                return self._rows.move(kb, version, READY)
+            except Exception as error:
+                return self._fail(kb, version, error)
+
+    def _reconcile_clean(self, config: KBConfig) -> None:
+        """Repair a version against the registry, then refuse it unless a dry run finds nothing left."""
+        self._reconciler.reconcile(config)
+        check = self._reconciler.reconcile(config, dry_run=True)
+        if check.repairs:
+            problems = ", ".join(f"{r.namespace}/{r.doc_id}: {r.action}" for r in check.repairs[:3])
+            raise FailedPrecondition(f"the reconciler still finds {len(check.repairs)} documents of version "
+                                     f"{config.index_version} that differ from the registry ({problems})")
+
+    def _fail(self, kb: str, version: int, error: Exception) -> KBVersion:
+        log.error("building version %d of %s failed: %s", version, kb, error, exc_info=error)
+        try:
             return self._rows.move(kb, version, FAILED, error=str(error)[:2000])
+        except FailedPrecondition:  # another job moved it first
+            return self._rows.get(kb, version)
 
     def switch(self, kb: str, version: int, *, force: bool = False, namespaces: list[str] | None = None) -> KBVersion:
-        """Gate a ready version on the golden questions and make it live; a retired one comes back ungated."""
-        target = self.get(kb, version)
-        if target.state not in (READY, RETIRED):
-            raise FailedPrecondition(f"version {version} of knowledge base {kb!r} is {target.state}; only a ready "
-                                     "or a retired version can become live")
-        live_config = self._catalog.tenant_config(kb)
-        next_config = self._next_config(live_config, target)
-        decision = None
-        if target.state == READY:
-            decision = self._gate(kb, live_config, next_config, namespaces or ["default"], force=force)
-        self._go_live(kb, next_config, version, decision)
-        self._retire_beyond_retention(kb)
+        """Gate a ready version on the golden questions and make it live; a retired one comes back ungated.
+
+        Idempotent: a switch an interruption stopped half-way is completed or undone first (`_repair_live`),
+        and switching to the live version changes nothing."""
+        self.list(kb)
+        with self._indexer.switch_lock(kb):
+            self._repair_live(kb)
+            target = self._rows.get(kb, version)
+            if target.state == LIVE:
+                return target
+            if target.state not in (READY, RETIRED):
+                raise FailedPrecondition(f"version {version} of knowledge base {kb!r} is {target.state}; only a "
+                                         "ready or a retired version can become live")
+            live_config = self._catalog.tenant_config(kb)
+            next_config = self._next_config(live_config, target)
+            decision = None
+            if target.state == READY:  # complete and consistent now: a write mirrored since the build may have failed
+                self._reconcile_clean(version_config(target, self._catalog.profiles))
+                decision = self._gate(kb, live_config, next_config, namespaces or ["default"], force=force)
+            self._go_live(kb, next_config, version, decision)
+        self._apply_retention(kb)
         return self._rows.get(kb, version)
 
     def rollback(self, kb: str, to: int | None = None) -> KBVersion:
-        """Back to a retired version (`to`, or the one retired last): one alias swap, no data moved."""
-        retired = [v for v in self.list(kb) if v.state == RETIRED]
-        if to is None:
-            if not retired:
-                raise FailedPrecondition(f"knowledge base {kb!r} has no retired version to roll back to")
-            to = max(retired, key=lambda v: (v.updated_at, v.version)).version
-        elif to not in {v.version for v in retired}:
-            raise FailedPrecondition(f"version {to} of knowledge base {kb!r} is {self._rows.get(kb, to).state}, "
-                                     "not retired: roll back only to a version that was live and is still kept")
-        target = self._rows.get(kb, to)
-        self._go_live(kb, self._next_config(self._catalog.tenant_config(kb), target), to, None)
+        """Back to a retired version (`to`, or the one retired last): one alias swap, no data moved. Rolling
+        back `to` the live version (a repeated rollback) changes nothing."""
+        self.list(kb)
+        with self._indexer.switch_lock(kb):
+            self._repair_live(kb)
+            if to is not None and self._rows.get(kb, to).state == LIVE:
+                return self._rows.get(kb, to)
+            retired = [v for v in self._rows.list(kb) if v.state == RETIRED]
+            if to is None:
+                if not retired:
+                    raise FailedPrecondition(f"knowledge base {kb!r} has no retired version to roll back to")
+                to = max(retired, key=lambda v: (v.updated_at, v.version)).version
+            elif to not in {v.version for v in retired}:
+                raise FailedPrecondition(f"version {to} of knowledge base {kb!r} is {self._rows.get(kb, to).state}, "
+                                         "not retired: roll back only to a version that was live and is still kept")
+            target = self._rows.get(kb, to)
+            self._go_live(kb, self._next_config(self._catalog.tenant_config(kb), target), to, None)
         return self._rows.get(kb, to)
 
     def drop(self, kb: str, version: int) -> KBVersion:
@@ -230,8 +337,11 @@ class VersionManager:
         return decision
 
     def _go_live(self, kb: str, config: KBConfig, version: int, decision: dict | None) -> None:
-        """Aliases first (stable names for the engines' own tools), then the catalog every request resolves,
-        then the rows."""
+        """The decision, then the aliases (stable names for the engines' own tools), then the catalog every
+        request resolves — the commit point — then the rows. An interruption anywhere is set right by
+        `_repair_live` (on the next switch, rollback, or indexer start)."""
+        if decision is not None:
+            self._rows.decide(kb, version, decision)  # kept even if the process stops before the rows move
         _, keyword, vector = self._indexer.open_stores(config.resolve(self._catalog.profiles))
         keyword.make_live()
         vector.make_live()
@@ -239,12 +349,58 @@ class VersionManager:
         self._rows.switch(kb, version, decision)
         log.info("knowledge base %s: version %d is live", kb, version)
 
-    def _retire_beyond_retention(self, kb: str) -> None:
+    def _repair_live(self, kb: str) -> None:
+        """Make the rows and the engines' aliases agree with the catalog, the switch's commit point (the caller
+        holds the switch lock): a switch stopped before its catalog write leaves the aliases ahead (they are
+        pointed back), one stopped after it leaves the rows behind (they follow). A KB without version rows has
+        nothing to repair."""
+        rows = self._rows.list(kb)
+        if not rows:
+            return
+        config = self._catalog.get(kb)
+        if not any(v.version == config.index_version and v.state == LIVE for v in rows):
+            self._rows.switch(kb, config.index_version)
+            log.warning("knowledge base %s: a switch to version %d was interrupted after the catalog write; its "
+                        "rows are moved now", kb, config.index_version)
+        _, keyword, vector = self._indexer.open_stores(config)
+        keyword.make_live()  # one atomic alias update each; a no-op when they name it already
+        vector.make_live()
+
+    def repair_every_live(self) -> None:
+        """`_repair_live` for every KB (indexer start): an interrupted switch never outlives a restart."""
+        for kb in self._catalog.names():
+            try:
+                with self._indexer.switch_lock(kb):
+                    self._repair_live(kb)
+            except Exception:  # one KB's engine being down must not keep the indexer from starting
+                log.exception("knowledge base %s: could not bring its versions in line with the catalog", kb)
+
+    def held_configs(self, kb: str) -> list[KBConfig]:
+        """The live config, then the other versions whose index is complete (ready, retired): what the scheduled
+        reconciliation repairs, so a mirrored write that failed for one of them is restored (a building version
+        is reconciled when its last batch is done)."""
+        live = self._catalog.get(kb)
+        return [live] + [version_config(v, self._catalog.profiles) for v in self._rows.held(kb)
+                         if v.version != live.index_version and v.state in (READY, RETIRED)]
+
+    def apply_retention(self) -> None:
+        """Drop, in every KB, the retired versions beyond the retention count or older than the retention time
+        (on start and each scheduled round: a time limit passes without any switch)."""
+        for kb in self._catalog.names():
+            self._apply_retention(kb)
+
+    def _apply_retention(self, kb: str) -> None:
         retired = sorted((v for v in self._rows.list(kb) if v.state == RETIRED),
                          key=lambda v: (v.updated_at, v.version), reverse=True)
-        for old in retired[self._retention:]:
+        expired = []
+        if self._retention_s:
+            oldest = datetime.now(timezone.utc) - timedelta(seconds=self._retention_s)
+            oldest = oldest.isoformat(timespec="milliseconds")
+            expired = [v for v in retired if v.updated_at < oldest]  # updated_at: when it was retired
+        for old in sorted({v.version: v for v in [*retired[self._retention:], *expired]}.values(),
+                          key=lambda v: v.version):
             try:
                 self.drop(kb, old.version)
+                log.info("knowledge base %s: retired version %d dropped (retention)", kb, old.version)
             except Exception:  # the switch has happened; the version stays retired and can be dropped later
                 log.exception("knowledge base %s: dropping retired version %d failed", kb, old.version)
-

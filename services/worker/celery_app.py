@@ -9,7 +9,8 @@ puts it back on the queue once `visibility_timeout` has passed since delivery,
 and another worker replays it (the pipeline and the indexer are idempotent). The
 visibility timeout must exceed the longest a live job can take, or a job still
 running would be delivered a second time; a job is at most two steps (parse,
-index), each with the step deadline, so it is derived from that deadline.
+index), each with the step deadline, so it is derived from that deadline; a re-index job is one
+indexer call with that deadline.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from shared.config import Settings
 
 INGEST_TASK = "ragkb.ingest"
 INGEST_QUEUE = "ragkb-ingest"
+# re-index jobs of a KB version being built (services/indexer/versions.py), one batch of documents each
+REINDEX_TASK = "ragkb.reindex"
+REINDEX_QUEUE = "ragkb-reindex"
 RESTORE_INTERVAL_S = 2
 
 

@@ -3,7 +3,8 @@
 Needs RAGKB_BROKER_URL (Redis) and the parser and indexer addresses; reads
 uploads and job records from the control-plane database (RAGKB_DATABASE_URL,
 cluster mode) or under RAGKB_DATA_DIR, which it then shares with the gateway.
-Runs RAGKB_INGEST_WORKERS jobs at once (thread pool: the work is gRPC calls).
+Runs RAGKB_INGEST_WORKERS jobs at once (thread pool: the work is gRPC calls): ingestion jobs and the
+re-index jobs of KB versions being built.
 A gRPC health endpoint on RAGKB_WORKER_ADDR is SERVING once the worker consumes
 and NOT_SERVING as soon as it starts shutting down (probes of compose and
 Kubernetes use it); `celery inspect ping` works as well.
@@ -17,7 +18,7 @@ import threading
 
 from celery import signals
 
-from services.worker.celery_app import INGEST_QUEUE, create_celery, visibility_timeout_s
+from services.worker.celery_app import INGEST_QUEUE, REINDEX_QUEUE, create_celery, visibility_timeout_s
 from services.worker.tasks import TaskContext, register, resume_abandoned, worker_context
 from shared.config import Settings
 from shared.server import ServiceServer
@@ -59,7 +60,7 @@ def main() -> None:
     try:
         app.worker_main([
             "worker", "--pool", "threads", "--concurrency", str(settings.ingest_workers),
-            "--queues", INGEST_QUEUE, "--hostname", f"ragkb-worker@{socket.gethostname()}",
+            "--queues", f"{INGEST_QUEUE},{REINDEX_QUEUE}", "--hostname", f"ragkb-worker@{socket.gethostname()}",
             "--loglevel", settings.log_level, "--without-gossip", "--without-mingle",
         ])
     finally:

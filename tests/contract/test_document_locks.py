@@ -114,3 +114,24 @@ def test_one_replica_builds_a_version(postgres_dsn):
     finally:
         first.close()
         second.close()
+
+
+def test_a_switch_lock_is_one_per_kb_and_apart_from_builds_and_documents(settings):
+    """A switch reconciles (document locks) while it holds its KB's switch lock; a build of the same KB goes on."""
+    locks = document_locks(settings.database_url)
+    # another replica in cluster mode; another thread of the one process in embedded mode
+    other_replica = document_locks(settings.database_url) if settings.database_url else locks
+    switching = locks.switch_lock("kb")
+    assert switching.acquire(blocking=False)
+    try:
+        assert not other_replica.switch_lock("kb").acquire(blocking=False)
+        for lock in (locks.build_lock("kb", 2), locks.lock("kb", "", "live"), other_replica.switch_lock("other")):
+            assert lock.acquire(blocking=False)
+            lock.release()
+    finally:
+        switching.release()
+    again = other_replica.switch_lock("kb")
+    assert again.acquire(blocking=False)
+    again.release()
+    locks.close()
+    other_replica.close()

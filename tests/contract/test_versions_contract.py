@@ -29,8 +29,16 @@ def test_versions_are_numbered_built_switched_and_retired(settings):
     assert (second.version, second.state, second.config_yaml) == (2, BUILDING, "v2")
     with pytest.raises(FailedPrecondition, match="already has version 2 building"):
         other.create("docs", lambda number: f"v{number}")
-    rows.progress("docs", 2, 3, 5)
-    assert (other.get("docs", 2).docs_done, other.get("docs", 2).docs_total) == (3, 5)
+    rows.plan("docs", 2, [[("default", "a"), ("default", "b")], [("team", "c")], [("default", "d")]])
+    other.plan("docs", 2, [[("default", "x")]])  # planned once: a resumed build keeps its batches
+    assert other.pending_batches("docs", 2) == [0, 1, 2] and other.batch("docs", 2, 1) == [("team", "c")]
+    rows.finish_batch("docs", 2, 0)
+    other.finish_batch("docs", 2, 0)  # a redelivered job counts once
+    rows.finish_batch("docs", 2, 2)
+    assert other.pending_batches("docs", 2) == [1]
+    assert (other.get("docs", 2).docs_done, other.get("docs", 2).docs_total) == (3, 4)
+    with pytest.raises(NotFound, match="no re-index batch 7"):
+        rows.batch("docs", 2, 7)
     with pytest.raises(FailedPrecondition, match="is building and cannot become live"):
         rows.move("docs", 2, LIVE)
     rows.move("docs", 2, READY)

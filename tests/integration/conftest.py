@@ -16,6 +16,7 @@ from services.gateway.auth import key_store_for
 from shared import tls
 from shared.config import Settings
 from tests.conftest import ROOT, SAMPLES
+from tests.integration.ingestion_support import start_redis
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import engines  # noqa: E402
@@ -40,6 +41,14 @@ def es(tmp_path_factory):
 def milvus(tmp_path_factory):
     """A real Milvus server for the module."""
     server = engines.start_milvus(tmp_path_factory.mktemp("milvus"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def redis(tmp_path_factory):
+    """A real Redis server for the module (skipped when missing, except in CI)."""
+    server = start_redis(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
 

@@ -25,19 +25,12 @@ from shared.contracts import chunk_pb2
 from shared.jobs import JobStore
 from shared.kb import KnowledgeBaseCatalog
 from tests.conftest import SAMPLES, shared_data
-from tests.integration.ingestion_support import Worker, start_redis, wait_for
+from tests.integration.ingestion_support import Worker, wait_for
 
 pytestmark = pytest.mark.integration
 
 SLOTS = 2          # jobs of one namespace queued or running at once
 STEP_TIMEOUT_S = 60.0  # generous: parsing runs in a subprocess and the test machine is shared
-
-
-@pytest.fixture(scope="module")
-def redis(tmp_path_factory):
-    server = start_redis(tmp_path_factory.mktemp("redis"))
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,9 @@ import pytest
 
 from ragkb.client import RagkbApiError, RagkbClient
 from services.gateway.auth import key_store_for
-from shared.config import Settings
+from services.indexer.reconciler import PeriodicReconciler
+from services.indexer.versions import INDEX_SECTIONS
+from shared.config import KBConfig, Settings
 from shared.errors import FailedPrecondition, InvalidArgument
 from shared.stores.milvus import milvus_client
 from shared.kb_versions import BUILDING, DROPPED, FAILED, LIVE, READY, RETIRED
@@ -195,3 +197,73 @@ def test_only_a_kb_admin_over_every_namespace_changes_versions(stack, client):
     finally:
         for name in ("versions-writer", "versions-team", "versions-admin"):
             store.delete(name)
+
+
+def catalog_switched_to(indexing: Indexing, version: int) -> None:
+    """The first steps of a switch that stops before moving the rows: the catalog names `version` (its index
+    sections and number over the live config), as `VersionManager._go_live` writes it."""
+    stored = KBConfig.from_yaml(indexing.versions.get("manual", version).config_yaml, name="manual").tenant_view()
+    live = indexing.catalog.tenant_config("manual")
+    indexing.catalog.replace(live.model_copy(update={section: getattr(stored, section)
+                                                     for section in (*INDEX_SECTIONS, "index_version")}))
+
+
+def test_a_switch_interrupted_after_the_catalog_write_is_completed_on_start_and_repeats_are_no_ops(kb, settings):
+    kb.versions.create("manual", RE_EMBED)
+    kb.versions.build("manual", 2)
+    catalog_switched_to(kb, 2)  # the process stopped here: queries answer from version 2, the rows say 1
+    assert states(kb) == {1: LIVE, 2: READY}
+    restarted = Indexing.build(settings)  # the next indexer process
+    restarted.versions.repair_every_live()
+    assert states(restarted) == {1: RETIRED, 2: LIVE}
+    # repeating the switch (the operator did not see it finish) or a rollback to the live version changes nothing
+    assert restarted.versions.switch("manual", 2).state == LIVE
+    assert restarted.versions.rollback("manual", to=2).state == LIVE
+    assert states(restarted) == {1: RETIRED, 2: LIVE} and restarted.catalog.get("manual").index_version == 2
+    # the same interruption found by the next switch instead of a restart
+    catalog_switched_to(restarted, 1)
+    assert restarted.versions.rollback("manual", to=1).state == LIVE
+    assert states(restarted) == {1: LIVE, 2: RETIRED}
+
+
+def test_retention_by_time_drops_a_retired_version_once_its_time_is_up(kb, settings):
+    kb.versions.create("manual", RE_EMBED)
+    kb.versions.build("manual", 2)
+    kb.versions.switch("manual", 2)
+    _, keyword, vector = kb.stores_of("manual", 1)
+    # a count of 5 keeps version 1; within an hour's retention time it stays as well
+    within = Indexing.build(settings, retention=5, retention_s=3600)
+    within.versions.apply_retention()
+    assert states(within) == {1: RETIRED, 2: LIVE}
+    # the same version once retired for longer than the retention time: dropped with its index
+    expired = Indexing.build(settings, retention=5, retention_s=0.001)
+    expired.versions.apply_retention()
+    assert states(expired) == {1: DROPPED, 2: LIVE}
+    assert keyword.count() == 0 and not milvus_client(vector.uri).has_collection(vector.collection)
+    with pytest.raises(ValueError, match="retention time must be >= 0 seconds"):
+        Indexing.build(settings, retention_s=-1)
+
+
+def test_a_mirrored_write_that_failed_for_a_retired_or_ready_version_is_repaired(kb, settings):
+    kb.versions.create("manual", RE_EMBED)
+    kb.versions.build("manual", 2)
+    kb.versions.switch("manual", 2)
+    kb.index("manual", "after", "Firmware updates install overnight while the robot charges.")
+    # what a mirrored write that failed leaves: the retired version lacks the document
+    _, keyword, vector = kb.stores_of("manual", 1)
+    lost = sorted(keyword.chunk_ids("default", "after"))
+    keyword.delete_ids(lost)
+    vector.delete_ids(lost)
+    assert "after" not in kb.doc_ids("manual", 1)
+    schedule = PeriodicReconciler(kb.reconciler, kb.catalog, 3600, configs_of=kb.versions.held_configs,
+                                  after_round=kb.versions.apply_retention)
+    schedule.run_once()  # the indexer's scheduled round reconciles every complete version
+    assert "after" in kb.doc_ids("manual", 1) and "after" in kb.doc_ids("manual", 2)
+    # a ready version is reconciled when switched: a write lost since its build is restored first
+    kb.versions.create("manual", "keyword_store: {analyzer: char}\n" + RE_EMBED)
+    kb.versions.build("manual", 3)
+    _, keyword, vector = kb.stores_of("manual", 3)
+    keyword.delete_ids(lost)
+    vector.delete_ids(lost)
+    assert kb.versions.switch("manual", 3).state == LIVE
+    assert kb.doc_ids("manual", 3) == kb.doc_ids("manual", 2)

@@ -26,7 +26,7 @@ from shared.kb_settings import config_version
 from shared.kb_versions import VersionRows, version_config
 from shared.stores.milvus import milvus_client
 from tests.integration.conftest import ingest_folder
-from tests.integration.versions_support import DOCS, QueryLoad, write_golden
+from tests.integration.versions_support import DOCS, Indexing, QueryLoad, write_golden
 from tests.tiny_m3 import build_tiny_m3
 
 pytestmark = pytest.mark.integration
@@ -171,3 +171,37 @@ def test_a_refused_gate_leaves_the_old_version_live(stack, client, tmp_path, cap
         listed = gateway_pb2_grpc.GatewayServiceStub(channel).ListVersions(indexer_pb2.ListVersionsRequest(kb=kb),
                                                                           timeout=30)
     assert [(v.version, v.state) for v in listed.versions] == [(1, "live"), (2, "ready")]
+
+
+def test_aliases_an_interrupted_switch_left_ahead_are_pointed_back_on_start_and_searches_follow_them(stack, client,
+                                                                                                     es):
+    kb = unique("interrupted")
+    client.create_kb(kb, config_yaml=KB_YAML)
+    jobs = [client.upload(kb, f"{doc_id}.txt", text.encode(), doc_id=doc_id)["job_id"] for doc_id, text in DOCS.items()]
+    assert {j["state"] for j in client.wait(jobs, timeout_s=300)} == {"done"}
+    client.create_version(kb, RE_EMBED)
+    assert wait_built(client, kb, 2)["state"] == "ready"
+    v1_keyword, v1_vector = stores(stack, kb, 1)
+    v2_keyword, v2_vector = stores(stack, kb, 2)
+    # the switch's alias step ran, then the process stopped: the aliases name version 2, the catalog version 1
+    v2_keyword.make_live()
+    v2_vector.make_live()
+    engine, milvus = Elasticsearch(es.url), milvus_client(v2_vector.uri)
+    # both engines answer a search through the alias from what it names (pymilvus against the Milvus server too)
+    (hit,) = engine.search(index=v2_keyword.alias, query={"match_all": {}}, size=1)["hits"]["hits"]
+    assert hit["_index"] == v2_keyword.index
+    probe = [[0.1] * v2_vector.dimension]
+    through_alias, direct = (
+        [h["id"] for h in milvus.search(name, data=probe, anns_field="vector", limit=3,
+                                        filter='namespace in ["default"]')[0]]
+        for name in (v2_vector.alias, v2_vector.collection))
+    assert through_alias == direct and len(direct) == 3
+
+    Indexing.build(stack.settings).versions.repair_every_live()  # what the next indexer does on start
+    assert list(engine.indices.get_alias(name=v1_keyword.alias)) == [v1_keyword.index]
+    assert milvus.describe_alias(v1_vector.alias)["collection_name"] == v1_vector.collection
+    assert {v["version"]: v["state"] for v in client.list_versions(kb)} == {1: "live", 2: "ready"}
+    assert client.switch_version(kb, 2)["state"] == "live"  # the switch, repeated, completes
+    assert client.switch_version(kb, 2)["state"] == "live"  # and once more changes nothing
+    assert milvus.describe_alias(v2_vector.alias)["collection_name"] == v2_vector.collection
+    engine.close()

@@ -57,15 +57,18 @@ class Indexing:
     registry: DocumentRegistry
     indexer: Indexer
     versions: VersionManager
+    reconciler: Reconciler
 
     @classmethod
-    def build(cls, settings, *, retention: int = 1) -> Indexing:
+    def build(cls, settings, *, retention: int = 1, retention_s: float = 0.0, publish=None) -> Indexing:
+        """`publish`: where re-index jobs go (None: run on a thread here, as the embedded indexer does)."""
         catalog = KnowledgeBaseCatalog.for_settings(settings)
         registry = DocumentRegistry.for_settings(settings)
         indexer = Indexer(settings, catalog, registry)
         reconciler = Reconciler(indexer, catalog, registry)
         return cls(catalog, registry, indexer, VersionManager(settings, catalog, registry, indexer, reconciler,
-                                                              retention=retention))
+                                                              retention=retention, retention_s=retention_s,
+                                                              publish=publish), reconciler)
 
     def stores_of(self, kb: str, version: int):
         """(embedder, keyword store, vector store) of one version."""

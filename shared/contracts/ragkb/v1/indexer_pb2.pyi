@@ -285,6 +285,18 @@ class SwitchVersionRequest(_message.Message):
     context: _chunk_pb2.CallContext
     def __init__(self, kb: _Optional[str] = ..., version: _Optional[int] = ..., force: bool = ..., namespaces: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
+class VersionBatchRequest(_message.Message):
+    __slots__ = ("kb", "version", "batch", "context")
+    KB_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    kb: str
+    version: int
+    batch: int
+    context: _chunk_pb2.CallContext
+    def __init__(self, kb: _Optional[str] = ..., version: _Optional[int] = ..., batch: _Optional[int] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
+
 class RollbackVersionRequest(_message.Message):
     __slots__ = ("kb", "to", "context")
     KB_FIELD_NUMBER: _ClassVar[int]

@@ -106,6 +106,11 @@ class IndexerServiceStub(object):
                 request_serializer=ragkb_dot_v1_dot_indexer__pb2.VersionRequest.SerializeToString,
                 response_deserializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
                 _registered_method=True)
+        self.BuildVersionBatch = channel.unary_unary(
+                '/ragkb.v1.IndexerService/BuildVersionBatch',
+                request_serializer=ragkb_dot_v1_dot_indexer__pb2.VersionBatchRequest.SerializeToString,
+                response_deserializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+                _registered_method=True)
 
 
 class IndexerServiceServicer(object):
@@ -206,6 +211,15 @@ class IndexerServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BuildVersionBatch(self, request, context):
+        """Re-index one planned batch of documents into a building version (a worker's re-index job;
+        idempotent: a redelivered batch rewrites nothing). The last batch reconciles and checks the
+        version, which becomes ready or failed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IndexerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -277,6 +291,11 @@ def add_IndexerServiceServicer_to_server(servicer, server):
             'DropVersion': grpc.unary_unary_rpc_method_handler(
                     servicer.DropVersion,
                     request_deserializer=ragkb_dot_v1_dot_indexer__pb2.VersionRequest.FromString,
+                    response_serializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.SerializeToString,
+            ),
+            'BuildVersionBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.BuildVersionBatch,
+                    request_deserializer=ragkb_dot_v1_dot_indexer__pb2.VersionBatchRequest.FromString,
                     response_serializer=ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.SerializeToString,
             ),
     }
@@ -659,6 +678,33 @@ class IndexerService(object):
             target,
             '/ragkb.v1.IndexerService/DropVersion',
             ragkb_dot_v1_dot_indexer__pb2.VersionRequest.SerializeToString,
+            ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BuildVersionBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragkb.v1.IndexerService/BuildVersionBatch',
+            ragkb_dot_v1_dot_indexer__pb2.VersionBatchRequest.SerializeToString,
             ragkb_dot_v1_dot_indexer__pb2.KnowledgeBaseVersion.FromString,
             options,
             channel_credentials,

@@ -11,12 +11,18 @@ What it measures
   one at a time; printed: client-measured total latency p50/p95/mean, p50/p95 of each
   stage in the response `stages` (and the retrieval routes from its metadata),
   Recall@10, Hit@10 and MRR@10 at document level over `chunks[*].chunk.doc_id`.
-  Baseline, same process: bare `SentenceTransformer.encode` of one query (median over
-  the same queries) and the ratio total p50 / embed p50.
+  The generation stage is broken down by the generator's own steps (evidence selection,
+  answer, citation validation, claim check) when its metadata carries them.
+  Baseline, same process: a bare `SentenceTransformer.encode` of each query, run right
+  before its REST call (so both see the same load), and the ratios total p50 / embed p50
+  and total p95 / embed p50.
+  --save FILE writes every measured query's response as JSON lines, so two versions
+  can be compared answer by answer.
 
 Run from the repository root (the SciFact data lives in ../shared/data/scifact):
     python scripts/bench/query.py
     python scripts/bench/query.py --docs 300 --queries 30
+    python scripts/bench/query.py --save /tmp/responses.jsonl
 """
 
 import _setup  # noqa: F401  (thread environment and sys.path first)
@@ -39,6 +45,8 @@ from shared.embedders import resolve_model_dir
 
 KB = "bench"
 CONFIG_YAML = "retriever:\n  top_k: 10\nreranker:\n  top_n: 10\n"
+# the generator's own steps, in the generation stage's metadata
+GENERATOR_STEPS = ("select_evidence_ms", "generate_ms", "validate_citations_ms", "check_claims_ms")
 
 
 def parse_args() -> argparse.Namespace:
@@ -48,6 +56,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=5, help="unmeasured queries first (default 5)")
     parser.add_argument("--data", type=Path, default=common.DEFAULT_DATA,
                         help=f"SciFact folder in BEIR layout (default {common.DEFAULT_DATA})")
+    parser.add_argument("--save", type=Path, help="write each measured query and its response here (JSON lines)")
     return parser.parse_args()
 
 
@@ -78,16 +87,30 @@ def select(data: Path, n_docs: int, n_queries: int, n_warmup: int):
     return [d for d in corpus if d["_id"] in subset], measured, spare[:n_warmup]
 
 
-def run_queries(client: httpx.Client, queries: list[str], desc: str) -> list[tuple[float, dict]]:
-    results = []
+def run_queries(client: httpx.Client, queries: list[str], desc: str,
+                model=None) -> tuple[list[tuple[float, dict]], list[float]]:
+    """-> ([(ms, response)], [ms of a bare embedding of each query]). With `model`, each query is first
+    embedded bare, right before its REST call, so both see the same machine load."""
+    results, embeds = [], []
     for query in tqdm(queries, desc=desc, unit="q", file=sys.stderr):
+        if model is not None:
+            started = time.perf_counter()
+            model.encode([query], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+            embeds.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
         response = client.post(f"/v1/knowledge-bases/{KB}/query", json={"query": query})
         elapsed_ms = (time.perf_counter() - started) * 1000
         if response.status_code != 200:
             sys.exit(f"query {query!r} failed: HTTP {response.status_code} {response.text}")
         results.append((elapsed_ms, response.json()))
-    return results
+    return results, embeds
+
+
+def save_responses(path: Path, queries: list[str], results: list[tuple[float, dict]]) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        for query, (_, body) in zip(queries, results):
+            handle.write(json.dumps({"query": query, "response": body}, ensure_ascii=False) + "\n")
+    print(f"responses written to {path}", file=sys.stderr)
 
 
 def quality(results, measured) -> tuple[float, float, float]:
@@ -103,21 +126,13 @@ def quality(results, measured) -> tuple[float, float, float]:
     return recall / n, hit / n, mrr / n
 
 
-def embed_baseline_ms(queries: list[str]) -> float:
-    """Median ms of a bare `encode([query])` with the KB's model."""
+def bare_model():
+    """The KB's embedding model loaded on its own, as a user of sentence-transformers would."""
     from sentence_transformers import SentenceTransformer
 
     kb = KBConfig.from_yaml(CONFIG_YAML, name=KB)
-    model = SentenceTransformer(str(resolve_model_dir(kb.embedder.model)), device=kb.embedder.device,
-                                local_files_only=True)
-    for query in queries[:5]:
-        model.encode([query], normalize_embeddings=True, show_progress_bar=False)
-    timings = []
-    for query in queries:
-        started = time.perf_counter()
-        model.encode([query], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-        timings.append((time.perf_counter() - started) * 1000)
-    return statistics.median(timings)
+    return SentenceTransformer(str(resolve_model_dir(kb.embedder.model)), device=kb.embedder.device,
+                               local_files_only=True)
 
 
 def main() -> None:
@@ -137,22 +152,27 @@ def main() -> None:
                 common.report_failures(jobs)
                 chunks = sum(int(j["chunks_total"]) for j in jobs if j["state"] == "done")
                 print(f"ingested {len(jobs)} docs / {chunks} chunks in {wall:.1f} s", file=sys.stderr)
-                run_queries(client, warmup, "warm-up")
-                results = run_queries(client, queries, "queries")
-            print("bare query embedding baseline ...", file=sys.stderr)
-            embed_p50 = embed_baseline_ms(queries)
+                model = bare_model()
+                run_queries(client, warmup, "warm-up", model)
+                results, embeds = run_queries(client, queries, "queries", model)
+            if args.save:
+                save_responses(args.save, queries, results)
         finally:
             stack.stop()
 
     totals = [ms for ms, _ in results]
-    stage_ms, route_ms = defaultdict(list), defaultdict(list)
+    stage_ms, route_ms, step_ms = defaultdict(list), defaultdict(list), defaultdict(list)
     for _, body in results:
         for name, stage in body["stages"].items():
             stage_ms[name].append(stage["ms"])
         for key in common.ROUTES:
             if key in body["stages"].get("retrieval", {}).get("metadata", {}):
                 route_ms[key].append(float(body["stages"]["retrieval"]["metadata"][key]))
+        for key in GENERATOR_STEPS:
+            if key in body["stages"].get("generation", {}).get("metadata", {}):
+                step_ms[key].append(float(body["stages"]["generation"]["metadata"][key]))
     total_p50, total_p95 = common.p50_p95(totals)
+    embed_p50, embed_p95 = common.p50_p95(embeds)
     recall, hit, mrr = quality(results, measured)
     rows = [("docs / chunks", f"{len(jobs)} / {chunks}"), ("queries (warm-up)", f"{len(results)} ({len(warmup)})"),
             ("total p50 ms", f"{total_p50:.1f}"), ("total p95 ms", f"{total_p95:.1f}"),
@@ -163,9 +183,13 @@ def main() -> None:
     for key in common.ROUTES:
         p50, p95 = common.p50_p95(route_ms.get(key, []))
         rows.append((f"  retrieval {key.removesuffix('_ms')} p50 / p95 ms", f"{p50:.2f} / {p95:.2f}"))
+    for key in GENERATOR_STEPS:
+        p50, p95 = common.p50_p95(step_ms.get(key, []))
+        rows.append((f"  generation {key.removesuffix('_ms')} p50 / p95 ms", f"{p50:.2f} / {p95:.2f}"))
     rows += [("Recall@10 (doc level)", f"{recall:.3f}"), ("Hit@10", f"{hit:.3f}"), ("MRR@10", f"{mrr:.3f}"),
-             ("bare embed 1 query p50 ms", f"{embed_p50:.1f}"),
-             ("ratio total p50 / embed p50", f"{total_p50 / embed_p50:.2f}")]
+             ("bare embed 1 query p50 / p95 ms", f"{embed_p50:.1f} / {embed_p95:.1f}"),
+             ("ratio total p50 / embed p50", f"{total_p50 / embed_p50:.2f}"),
+             ("ratio total p95 / embed p50", f"{total_p95 / embed_p50:.2f}")]
     print()
     print(f"KB config: retriever.top_k=10, reranker.top_n=10 (passthrough); {common.machine_line()}")
     common.print_table("query benchmark (SciFact test queries over REST, sequential)", rows)

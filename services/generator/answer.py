@@ -47,6 +47,7 @@ class _Prepared:
     intent: Intent
     evidence: Evidence
     decision: Decision
+    evidence_ms: float  # evidence selection, intent and the answerability decision
 
 
 class Answerer:
@@ -85,6 +86,7 @@ class Answerer:
         yield generator_pb2.GenerateEvent(final=final)
 
     def _prepare(self, query: str, sources: list[chunk_pb2.Candidate]) -> _Prepared:
+        started = time.perf_counter()
         language = detect_language(query)
         refusal = self._config.refusal_zh if language == "zh" else self._config.refusal_en
         evidence = select_evidence(query, sources, embed=self._embed, embed_languages=self._embed_languages,
@@ -96,7 +98,7 @@ class Answerer:
                                 f"no source covers enough of the question: coverage "
                                 f"{evidence.signals['coverage']:.2f} is below {floor:.2f}", decision.signals)
         return _Prepared(query=query, sources=sources, refusal=refusal, intent=classify_intent(query, sources),
-                         evidence=evidence, decision=decision)
+                         evidence=evidence, decision=decision, evidence_ms=_ms(started))
 
     def _finish(self, prepared: _Prepared, text: str, refused: bool, generator: str,
                 generate_ms: float) -> generator_pb2.GenerateResponse:
@@ -132,6 +134,8 @@ class Answerer:
                 chunk_pb2.StageReport(name="check_claims", ms=check_ms, metadata={
                     "method": self._checker.method, "checked": str(len(verdicts)),
                     "flagged": str(verdicts.count("flagged")), "dropped": str(verdicts.count("dropped"))}),
+                chunk_pb2.StageReport(name="select_evidence", ms=prepared.evidence_ms,
+                                      metadata={"sentences": str(len(prepared.evidence.sentences))}),
             ],
         )
 

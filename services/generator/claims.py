@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from services.generator.citations import VALID, sentences_with_markers, tidy_spaces
-from services.generator.evidence import question_terms, stem, terms
+from services.generator.evidence import question_terms, read_chunk, stem, terms
 from services.generator.verifiers import ContradictionRules, Verifier
 from shared.contracts import chunk_pb2, generator_pb2
 from shared.text import detect_language, query_terms
@@ -56,11 +56,11 @@ class CheckedAnswer:
 
 
 def lexical_support(sentence: str, chunk_text: str) -> float:
-    wanted = _claim_terms(sentence)
-    if not wanted:
-        return 0.0
-    present = {stem(t) for t in query_terms(chunk_text)}
-    return len(wanted & present) / len(wanted)
+    return _held(_claim_terms(sentence), {stem(t) for t in query_terms(chunk_text)})
+
+
+def _held(wanted: set[str], present: set[str] | frozenset[str]) -> float:
+    return len(wanted & present) / len(wanted) if wanted else 0.0
 
 
 class ClaimChecker:
@@ -120,7 +120,8 @@ class ClaimChecker:
 
     def _score(self, claim: str, chunks: list[chunk_pb2.KnowledgeChunk]) -> generator_pb2.ClaimCheck:
         texts = [(" ".join(c.heading_path) + "\n" + (c.raw_content or c.content)).strip() for c in chunks]
-        lexical = [lexical_support(claim, t) for t in texts]
+        wanted = _claim_terms(claim)
+        lexical = [_held(wanted, read_chunk(c).content_terms) for c in chunks]
         if self._verifier is not None:
             judgement = self._verifier.judge(claim, texts)
             return generator_pb2.ClaimCheck(

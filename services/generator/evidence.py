@@ -19,6 +19,7 @@ and the reranker score when one ran.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -48,6 +49,7 @@ FOREIGN_LANGUAGE_FACTOR = 0.6  # a sentence in another language than the questio
 NO_NUMBER_FACTOR = 0.8  # a question asking for a number, date or duration, and a sentence holding none
 TABLE_ROW_FACTOR = 0.75  # a table row, unless the question asks for a table or list
 NEIGHBOUR_RATIO = 0.85  # a neighbour sentence joins the span at this share of the span's best sentence
+CHUNK_READINGS = 4096  # chunk texts whose sentences and terms are kept (bounded LRU)
 
 
 class CachedEmbed:
@@ -124,11 +126,52 @@ def is_debris(line: str) -> bool:
 def source_sentences(chunk: chunk_pb2.KnowledgeChunk) -> list[str]:
     """Quotable sentences of a chunk, in order: no debris, no instructions aimed at the assistant.
     A table row counts as one sentence."""
+    return list(_quotable(chunk.raw_content or chunk.content))
+
+
+def _quotable(text: str) -> tuple[str, ...]:
     sentences = []
-    for line in (chunk.raw_content or chunk.content).split("\n"):
+    for line in text.split("\n"):
         pieces = [line.strip()] if is_table_row(line) else split_sentences(line.strip())
         sentences.extend(p for p in pieces if not is_debris(p) and not is_instruction(p))
-    return sentences
+    return tuple(sentences)
+
+
+@dataclass(frozen=True)
+class SentenceReading:
+    """What scoring reads from one quotable sentence, whatever the question."""
+    order: int  # position among the chunk's quotable sentences
+    text: str
+    terms: frozenset[str]
+    language: str
+    has_number: bool
+    table_row: bool
+
+
+@dataclass(frozen=True)
+class ChunkReading:
+    """What evidence selection and the claim check read from a chunk, whatever the question: its sentences
+    (questions left out, they are not answers), their terms, and the terms of the whole chunk."""
+    sentences: tuple[SentenceReading, ...]
+    heading_terms: frozenset[str]
+    terms: frozenset[str]  # of heading and body: the coverage signals
+    content_terms: frozenset[str]  # stemmed content terms of heading and body: the claims' lexical support
+
+
+def read_chunk(chunk: chunk_pb2.KnowledgeChunk) -> ChunkReading:
+    """The chunk's reading, computed once per text: passages recur across questions."""
+    return _read(tuple(chunk.heading_path), chunk.raw_content or chunk.content)
+
+
+@functools.lru_cache(maxsize=CHUNK_READINGS)
+def _read(heading_path: tuple[str, ...], body: str) -> ChunkReading:
+    sentences = tuple(
+        SentenceReading(order, sentence, frozenset(terms(sentence)), detect_language(sentence),
+                        bool(_NUMBER.search(sentence)), is_table_row(sentence))
+        for order, sentence in enumerate(_quotable(body)) if not sentence.rstrip().endswith(("?", "？")))
+    text = " ".join(heading_path) + "\n" + body
+    return ChunkReading(sentences, frozenset(terms(" ".join(heading_path))), frozenset(terms(text)),
+                        frozenset(stem(t) for t in query_terms(text.strip())))
 
 
 @dataclass
@@ -154,7 +197,11 @@ class Evidence:
 
 
 def coverage(wanted: set[str], text: str) -> float:
-    return len(wanted & terms(text)) / len(wanted) if wanted else 0.0
+    return _share(wanted, terms(text))
+
+
+def _share(wanted: set[str], held: set[str] | frozenset[str]) -> float:
+    return len(wanted & held) / len(wanted) if wanted else 0.0
 
 
 def select_evidence(query: str, sources: Sequence[chunk_pb2.Candidate], *, embed: Embed | None = None,
@@ -163,41 +210,37 @@ def select_evidence(query: str, sources: Sequence[chunk_pb2.Candidate], *, embed
     wanted = question_terms(query)
     tables_wanted = bool(_TABLE_ASK.search(query))
     number_wanted = bool(_NUMBER_ASK.search(query))
-    rows: list[tuple[int, int, str, set[str], set[str]]] = []
-    for number, candidate in enumerate(sources, start=1):
-        heading = terms(" ".join(candidate.chunk.heading_path))
-        for order, sentence in enumerate(source_sentences(candidate.chunk)):
-            if sentence.rstrip().endswith(("?", "？")):
-                continue  # a question is not an answer
-            rows.append((number, order, sentence, terms(sentence), heading))
-    frequency: Counter[str] = Counter(t for row in rows for t in row[3] & wanted)
+    readings = [read_chunk(candidate.chunk) for candidate in sources]
+    rows = [(number, sentence, reading.heading_terms)
+            for number, reading in enumerate(readings, start=1) for sentence in reading.sentences]
+    frequency: Counter[str] = Counter(t for row in rows for t in row[1].terms & wanted)
     total = max(1, len(rows))
     idf = {t: math.log(1 + total / (1 + frequency[t])) for t in wanted}
     weight = sum(idf.values()) or 1.0
     dense_scores: list[float | None] = [None] * len(rows)
     # only sentences sharing a term with the question can be in the span: the others are not embedded
-    sharing = [i for i, row in enumerate(rows) if wanted & (row[3] | row[4])]
+    sharing = [i for i, (_, sentence, heading) in enumerate(rows) if wanted & (sentence.terms | heading)]
     if embed is not None and sharing and language in embed_languages:
-        vectors = embed([query, *(rows[i][2] for i in sharing)])
+        vectors = embed([query, *(rows[i][1].text for i in sharing)])
         for i, vector in zip(sharing, vectors[1:]):
             dense_scores[i] = float(np.dot(vectors[0], vector))
     scored = []
-    for (number, order, sentence, sentence_terms, heading), dense in zip(rows, dense_scores):
-        lexical = sum(idf[t] for t in wanted & sentence_terms) / weight
-        lexical = min(1.0, lexical + HEADING_BONUS * sum(idf[t] for t in (wanted & heading) - sentence_terms) / weight)
+    for (number, sentence, heading), dense in zip(rows, dense_scores):
+        lexical = sum(idf[t] for t in wanted & sentence.terms) / weight
+        lexical = min(1.0, lexical + HEADING_BONUS * sum(idf[t] for t in (wanted & heading) - sentence.terms) / weight)
         score = lexical if dense is None else (LEXICAL_WEIGHT_WITH_DENSE * lexical
                                                + (1 - LEXICAL_WEIGHT_WITH_DENSE) * max(0.0, dense))
-        if detect_language(sentence) not in (language, "und"):
+        if sentence.language not in (language, "und"):
             score *= FOREIGN_LANGUAGE_FACTOR  # answer in the asker's language when the sources allow
-        if number_wanted and not _NUMBER.search(sentence):
+        if number_wanted and not sentence.has_number:
             score *= NO_NUMBER_FACTOR  # "how long?" is answered by a sentence that states a duration
-        if not tables_wanted and is_table_row(sentence):
+        if not tables_wanted and sentence.table_row:
             score *= TABLE_ROW_FACTOR  # a row answers only when no sentence does as well
-        scored.append(ScoredSentence(number, order, sentence, round(lexical, 4),
+        scored.append(ScoredSentence(number, sentence.order, sentence.text, round(lexical, 4),
                                      None if dense is None else round(dense, 4), round(score, 4)))
     span = _span(scored, max_sentences, tables_wanted=tables_wanted)
     evidence = Evidence(language, scored, span)
-    evidence.signals = _signals(wanted, sources, evidence)
+    evidence.signals = _signals(wanted, sources, readings, evidence)
     return evidence
 
 
@@ -226,9 +269,9 @@ SIGNALS = ("coverage", "span_coverage", "sentence_lexical", "sentence_dense", "d
            "bm25_top", "route_agreement", "rerank_top")
 
 
-def _signals(wanted: set[str], sources: Sequence[chunk_pb2.Candidate], evidence: Evidence) -> dict[str, float]:
+def _signals(wanted: set[str], sources: Sequence[chunk_pb2.Candidate], readings: Sequence[ChunkReading],
+             evidence: Evidence) -> dict[str, float]:
     """The answerability features; each is in a comparable range across knowledge bases (0..1 or log-scaled)."""
-    texts = [" ".join(c.chunk.heading_path) + "\n" + (c.chunk.raw_content or c.chunk.content) for c in sources]
     dense = sorted((c.dense_score for c in sources if c.dense_rank), reverse=True)
     bm25 = sorted((c.bm25_score for c in sources if c.bm25_rank), reverse=True)
     reranked = [c.rerank_score for c in sources if c.rerank_score]
@@ -237,7 +280,7 @@ def _signals(wanted: set[str], sources: Sequence[chunk_pb2.Candidate], evidence:
     agreement = any(c.bm25_rank == 1 and 0 < c.dense_rank <= 2 or c.dense_rank == 1 and 0 < c.bm25_rank <= 2
                     for c in sources)
     return {
-        "coverage": round(max((coverage(wanted, t) for t in texts), default=0.0), 4),
+        "coverage": round(max((_share(wanted, r.terms) for r in readings), default=0.0), 4),
         "span_coverage": round(coverage(wanted, span_text), 4),
         "sentence_lexical": best.lexical if best else 0.0,
         "sentence_dense": (best.dense or 0.0) if best else 0.0,

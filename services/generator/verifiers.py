@@ -13,6 +13,7 @@ A `Verifier` judges one claim against the texts it cites. Three kinds:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,11 +70,19 @@ _QUANTITY = re.compile(r"(?<![\w.-])(\d+(?:[.,]\d+)*)\s*(%|°[CF]?|[A-Za-z]+(?:/
 _ENTITY = re.compile(r"\b[A-Z][\w-]*(?:\s+(?:of\s+|the\s+)?[A-Z][\w-]*)*")
 QUANTITY_WEIGHT = 0.6  # how much stating the claim's numbers counts when aligning, against 1.0 for all its words
 ALIGNMENT_MIN = 0.5  # share of the claim's words its closest source sentence must hold to be compared
+SOURCE_READINGS = 4096  # source texts whose sentences' words and quantities are kept (bounded LRU)
 
 
 def _words(text: str) -> set[str]:
     """Content words without quantities: alignment must not depend on the very numbers being checked."""
     return {stem(t) for t in query_terms(_QUANTITY.sub(" ", text)) if not t.replace(".", "").isdigit()}
+
+
+@functools.lru_cache(maxsize=SOURCE_READINGS)
+def _sentence_reads(text: str) -> tuple[tuple[str, frozenset[str], frozenset[tuple[str, str]]], ...]:
+    """(sentence, its words, its quantities) for each sentence of a source text, read once per text."""
+    return tuple((sentence, frozenset(_words(sentence)), frozenset(_quantities(sentence)))
+                 for line in text.split("\n") for sentence in split_sentences(line))
 
 
 def _negations(text: str) -> int:
@@ -114,9 +123,9 @@ class ContradictionRules:
         # a claim of one content word ("It takes 45 minutes") is located by its numbers
         weight = QUANTITY_WEIGHT if len(wanted) >= 2 else 1.5
         best, share, best_rank = "", 0.0, 0.0
-        for sentence in (s for text in texts for line in text.split("\n") for s in split_sentences(line)):
-            held = len(wanted & _words(sentence)) / len(wanted) if wanted else 0.0
-            stated = len(quantities & set(_quantities(sentence))) / len(quantities) if quantities else 0.0
+        for sentence, words, stated_there in (read for text in texts for read in _sentence_reads(text)):
+            held = len(wanted & words) / len(wanted) if wanted else 0.0
+            stated = len(quantities & stated_there) / len(quantities) if quantities else 0.0
             rank = held + weight * stated
             if rank > best_rank:
                 best, share, best_rank = sentence, held, rank

@@ -11,7 +11,7 @@ import pytest
 from services.generator.answer import Answerer
 from services.generator.claims import ClaimChecker, lexical_support
 from services.generator.answerability import decide
-from services.generator.evidence import select_evidence
+from services.generator.evidence import read_chunk, select_evidence, source_sentences
 from services.generator.extractive import ExtractiveGenerator
 from services.generator.openai_client import ChatClient
 from services.generator.prompts import PromptBuilder, classify_intent, source_groups
@@ -169,6 +169,22 @@ def test_answerer_refuses_weak_evidence_without_generating(guide):
     assert not answered.refused and Recorder.calls == 1 and "300 kg" in answered.answer
     assert answered.citations and answered.evidence_score >= answered.answerability.threshold
     assert answered.answerability.decision == "answer" and "coverage" in answered.answerability.signals
+    steps = {stage.name: stage for stage in answered.stages}
+    assert set(steps) == {"generate", "validate_citations", "check_claims", "select_evidence"}
+    assert int(steps["select_evidence"].metadata["sentences"]) > 0
+
+
+def test_a_chunk_is_read_once_per_text_and_again_when_its_text_changes(guide):
+    chunk = next(c.chunk for c in guide if "300 kg" in c.chunk.raw_content)
+    copy = chunk_pb2.KnowledgeChunk()
+    copy.CopyFrom(chunk)
+    assert read_chunk(copy) is read_chunk(chunk)
+    reading = read_chunk(chunk)
+    assert [s.text for s in reading.sentences] == [s for s in source_sentences(chunk) if not s.endswith("?")]
+    copy.raw_content = chunk.raw_content.replace("300 kg", "250 kg")
+    edited = read_chunk(copy)
+    assert edited is not reading and any("250 kg" in s.text for s in edited.sentences)
+    assert not any("250 kg" in s.text for s in reading.sentences)
 
 
 # --- claim-level citation checks ---------------------------------------------------------------

@@ -199,7 +199,8 @@ class GrpcGenerator:
                                    "decision_reason": response.answerability.reason,
                                    "citation_issues": str(len(response.citation_issues)),
                                    "refused": str(response.refused).lower(),
-                                   "refusal_reason": response.refusal_reason})
+                                   "refusal_reason": response.refusal_reason,
+                                   **{f"{stage.name}_ms": f"{stage.ms:.2f}" for stage in response.stages}})
 
 
 def rrf_merge(lists: list[list[chunk_pb2.Candidate]], *, k: int, limit: int) -> list[chunk_pb2.Candidate]:

@@ -255,14 +255,16 @@ class Engines:
 
 
 def wait_for_index(vector, timeout_s: float = 7200) -> None:
-    """Flush the collection and wait until the server's index covers every row."""
+    """Flush the collection and wait until the server's index covers every row.
+
+    Not until `pending_index_rows` is 0: that also counts the segments compaction is merging in the
+    background (their old segments stay indexed and searched meanwhile), and it rarely stays 0."""
     client = vector._client
     client.flush(vector.collection, timeout=600)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         described = client.describe_index(vector.collection, "vector")
-        if described.get("pending_index_rows", 0) == 0 and described.get("indexed_rows", 0) >= \
-                described.get("total_rows", 0):
+        if described.get("state") == "Finished" and described.get("indexed_rows", 0) >= described.get("total_rows", 0):
             return
         time.sleep(1.0)
     raise TimeoutError(f"index of {vector.collection} still building after {timeout_s} s")

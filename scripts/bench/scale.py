@@ -126,7 +126,7 @@ class SyntheticCorpus:
             words = self._words(rng, chinese, length)
             text = "".join(words) if chinese else " ".join(words)
             chunks.append(chunk_pb2.KnowledgeChunk(
-                chunk_id=f"c{number:08d}", doc_id=f"d{number // 8:07d}", kb=self.kb, namespace=NAMESPACE,
+                chunk_id=chunk_id(number), doc_id=f"d{number // 8:07d}", kb=self.kb, namespace=NAMESPACE,
                 content=text, position=number % 8, block_type=chunk_pb2.BLOCK_TYPE_PARAGRAPH))
         return chunks, self._vectors(rng, BLOCK)
 
@@ -139,6 +139,11 @@ class SyntheticCorpus:
             words = self._words(rng, chinese, int(rng.integers(2, 7)))
             texts.append("".join(words) if chinese else " ".join(words))
         return texts, self._vectors(rng, count)
+
+
+def chunk_id(number: int) -> str:
+    """The id of the generator's chunk number `number`."""
+    return f"c{number:08d}"
 
 
 def rare_word(rank: int, chinese: bool) -> str:
@@ -161,15 +166,15 @@ def exponent(sizes: list[int], values: list[float]) -> float:
     return float(np.polyfit(x, y, 1)[0])
 
 
-def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> list[set[int]]:
+def exact_top(vectors: np.ndarray, queries: np.ndarray, chunk_ids: list[str], k: int) -> list[set[str]]:
+    """The ids of each query's k nearest vectors by exact search; `chunk_ids[i]` names vector i."""
     scores = queries @ vectors.T
     top = np.argpartition(-scores, k, axis=1)[:, :k]
-    return [set(row.tolist()) for row in top]
+    return [{chunk_ids[i] for i in row.tolist()} for row in top]
 
 
-def recall_at(found: list[list[str]], exact: list[set[int]]) -> float:
-    hits = [len({int(cid[1:]) for cid in ids} & truth) / len(truth) for ids, truth in zip(found, exact)]
-    return float(np.mean(hits))
+def recall_at(found: list[list[str]], exact: list[set[str]]) -> float:
+    return float(np.mean([len(set(ids) & truth) / len(truth) for ids, truth in zip(found, exact)]))
 
 
 def disk_mb(*paths: Path) -> float:
@@ -290,7 +295,7 @@ def timed(function, *args) -> tuple[float, object]:
     return (time.perf_counter() - started) * 1000, result
 
 
-def dense_latency_and_recall(vector, queries: np.ndarray, exact: list[set[int]], search_filter, warmup: int):
+def dense_latency_and_recall(vector, queries: np.ndarray, exact: list[set[str]], search_filter, warmup: int):
     for query in queries[:warmup]:
         vector.search(query, search_filter, 10)
     latencies, found = [], []
@@ -407,26 +412,16 @@ def real_model_recall(engines: Engines, queries: int, warmup: int, record) -> No
     engines.make_searchable(keyword, vector)
     texts = list(data.queries.values())[:queries]
     query_vectors = np.stack([embedder.embed_query(t) for t in texts]).astype(np.float32)
-    exact = exact_top(vectors, query_vectors, 10)
-    by_number = {number: c.chunk_id for number, c in enumerate(chunks)}
-    exact_ids = [{by_number[i] for i in truth} for truth in exact]
+    exact = exact_top(vectors, query_vectors, [c.chunk_id for c in chunks], 10)
     search_filter = chunk_pb2.SearchFilter(namespaces=[EVAL_NAMESPACE])
     print(f"real model, SciFact {len(chunks):,} abstracts, {len(texts)} queries:", flush=True)
-    # Milvus Lite builds no other index (local mode: FLAT, IVF_FLAT, AUTOINDEX, all searched exactly here)
+    # Milvus Lite refuses HNSW (local mode offers FLAT, IVF_FLAT, AUTOINDEX): its default is what is measured there
     plans = [("AUTOINDEX", {}, "", (None,))] + (sweep_plans() if engines.kind == "server" else [])
     for index_type, params, knob, values in plans:
         build_s = rebuild_index(vector, index_type, params) if engines.kind == "server" else 0.0
         for value in values:
             searcher = store_with(engines, kb, index_type, params, {knob: value} if knob else {})
-            for query in query_vectors[:warmup]:
-                searcher.search(query, search_filter, 10)
-            latencies, found = [], []
-            for query in query_vectors:
-                ms, hits = timed(searcher.search, query, search_filter, 10)
-                latencies.append(ms)
-                found.append({c.chunk.chunk_id for c in hits})
-            recall = float(np.mean([len(f & t) / len(t) for f, t in zip(found, exact_ids)]))
-            p50, p95 = common.p50_p95(latencies)
+            (p50, p95), recall = dense_latency_and_recall(searcher, query_vectors, exact, search_filter, warmup)
             record({"kind": "real", "engines": engines.kind, "chunks": len(chunks), "index_type": index_type,
                     "index_params": params, "search_params": {knob: value} if knob else {},
                     "build_s": round(build_s, 1), "recall10": round(recall, 4), "dense_p50_ms": round(p50, 2),
@@ -502,7 +497,7 @@ def main() -> None:
                 step_s = time.perf_counter() - step_started
                 step = size - built
                 built = size
-                exact = exact_top(all_vectors[:size], query_vectors, 10)
+                exact = exact_top(all_vectors[:size], query_vectors, [chunk_id(i) for i in range(size)], 10)
                 queries = measure_queries(engines, kb, keyword, vector, retriever, texts, query_vectors, exact,
                                           args.warmup)
                 rss, disk = engines.rss_mb(), engines.disk_mb()

@@ -111,6 +111,10 @@ keyword_store:
   name: elasticsearch
 vector_store:
   name: milvus
+  # recall@10 against exact search >= 0.95 where AUTOINDEX is not (docs/deploy.md, Knowledge-base size)
+  index_type: HNSW
+  index_params: {{M: 16, efConstruction: 128}}
+  search_params: {{ef: 128}}
   # the retriever searches what the indexer (another process) wrote: the indexer finishes a job only
   # once searches at this level see its chunks, so no search has to wait for Strong's time tick
   search_consistency: Bounded

@@ -113,6 +113,17 @@ def chunk_from_payload(payload: dict) -> chunk_pb2.KnowledgeChunk:
         return json_format.ParseDict(payload, chunk_pb2.KnowledgeChunk())
 
 
+def search_params_for(search_params: dict, limit: int) -> dict:
+    """The search parameters for a search of `limit` hits: an HNSW `ef` below the limit is raised to it.
+
+    `ef` is the operator's search width, chosen for the retriever's default depth; a KB asking for more
+    candidates than that (candidate_depth 100, say) must not get fewer hits, or an error from the server."""
+    params = search_params["params"]
+    if params.get("ef", limit) >= limit:
+        return search_params
+    return {**search_params, "params": {**params, "ef": limit}}
+
+
 def _acl_value(chunk: chunk_pb2.KnowledgeChunk) -> str:
     groups = chunk_groups(chunk)
     return "|" + "|".join(groups) + "|" if groups else ""
@@ -262,8 +273,8 @@ class MilvusVectorStore:
             time.sleep(VISIBILITY_POLL_S)
 
     def search(self, vector: np.ndarray, search_filter: chunk_pb2.SearchFilter, limit: int) -> list[chunk_pb2.Candidate]:
-        hits = self._search("vector", np.asarray(vector, dtype=np.float32).tolist(), self._search_params,
-                            search_filter, limit)
+        hits = self._search("vector", np.asarray(vector, dtype=np.float32).tolist(),
+                            search_params_for(self._search_params, limit), search_filter, limit)
         return [chunk_pb2.Candidate(chunk=chunk, score=score, route=chunk_pb2.ROUTE_DENSE, dense_rank=rank,
                                     dense_score=score) for rank, (chunk, score) in enumerate(hits, start=1)]
 

@@ -1,10 +1,10 @@
-"""The dense route's payload reader gives exactly the chunk `json_format.ParseDict` gives (no Milvus needed)."""
+"""The dense route's payload reader (the chunk `json_format.ParseDict` gives) and search width; no Milvus needed."""
 
 import pytest
 from google.protobuf import json_format
 
 from shared.contracts import chunk_pb2
-from shared.stores.milvus import chunk_from_payload
+from shared.stores.milvus import chunk_from_payload, search_params_for
 
 pytestmark = pytest.mark.unit
 
@@ -38,3 +38,12 @@ def test_payload_shapes_the_store_does_not_write_take_parse_dict():
     assert chunk_from_payload(odd) == json_format.ParseDict(odd, chunk_pb2.KnowledgeChunk())
     with pytest.raises(json_format.ParseError):
         chunk_from_payload({"chunk_id": "c", "no_such_field": 1})
+
+
+def test_hnsw_search_width_is_never_below_the_hits_asked_for():
+    configured = {"metric_type": "COSINE", "params": {"ef": 64}}
+    assert search_params_for(configured, 40) is configured
+    assert search_params_for(configured, 100) == {"metric_type": "COSINE", "params": {"ef": 100}}
+    assert configured["params"]["ef"] == 64  # the store's own settings are not changed
+    ivf = {"metric_type": "COSINE", "params": {"nprobe": 16}}
+    assert search_params_for(ivf, 500) is ivf

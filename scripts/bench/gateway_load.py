@@ -7,8 +7,9 @@ What it measures
   ingested; the clients ask the samples' 32 golden questions (tests/golden/samples.jsonl) in turn.
     1. bare model: this process loads the same all-MiniLM-L6-v2 and encodes the questions with
        `model.encode(batch_size=32)` while the server is idle, with one and with two torch threads: the
-       faster is the model's limit in queries/s, measured before every load run and after the last one (each run's ratio uses
-       the mean of the measurements either side of it, so load from elsewhere shifts both alike);
+       faster is the model's limit in queries/s, measured before every load run and after the last one
+       (each run's ratio uses the mean of the measurements either side of it, so load from elsewhere
+       shifts both alike);
     2. for each mode (`retrieval`: the rerank and generation steps turned off through the admin steps
        API, so a query is pre-retrieval + retrieval + its stored trace; `full`: the default steps,
        retrieval, rerank, extractive answer with its checks, stored trace), for each client count,

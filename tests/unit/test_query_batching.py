@@ -104,18 +104,25 @@ def test_callers_of_a_finished_pass_return_while_the_next_pass_runs():
     assert results["cccc"] == 4.0
 
 
-def test_a_pass_waits_boundedly_for_as_many_queries_as_recent_passes_held():
+def after_a_shared_pass(texts: tuple[str, ...], max_wait_s: float):
+    """A batcher whose second pass encoded `texts` together (they queued while "x" held the model):
+    (batcher, its batches, each text's result)."""
     encode, batches, started, release = held_passes({1})
-    batcher = QueryBatcher(encode, max_batch=8, max_wait_s=3600)
+    batcher = QueryBatcher(encode, max_batch=8, max_wait_s=max_wait_s)
     results: dict[str, float] = {}
     first = embed_in_thread(batcher, "x", results)
     started[1].wait(10)
-    concurrent = [embed_in_thread(batcher, text, results) for text in ("a", "bb", "ccc")]
-    wait_until(lambda: len(batcher._queue) == 3)
+    concurrent = [embed_in_thread(batcher, text, results) for text in texts]
+    wait_until(lambda: len(batcher._queue) == len(texts))
     release[1].set()
     for thread in (first, *concurrent):
         thread.join(10)
-    assert batches == [["x"], ["a", "bb", "ccc"]]  # the last pass held 3 queries
+    assert batches == [["x"], list(texts)]
+    return batcher, batches, results
+
+
+def test_a_pass_waits_boundedly_for_as_many_queries_as_recent_passes_held():
+    batcher, batches, results = after_a_shared_pass(("a", "bb", "ccc"), max_wait_s=3600)  # the last pass held 3
     # the next query waits for two more to arrive (up to max_wait_s), and the three share one pass
     waiting = embed_in_thread(batcher, "p", results)
     wait_until(lambda: batcher._encoding and batcher._queue)
@@ -130,16 +137,7 @@ def test_a_pass_waits_boundedly_for_as_many_queries_as_recent_passes_held():
 
 
 def test_the_wait_is_bounded_by_max_wait_s():
-    encode, batches, started, release = held_passes({1})
-    batcher = QueryBatcher(encode, max_batch=8, max_wait_s=0.01)
-    results: dict[str, float] = {}
-    first = embed_in_thread(batcher, "x", results)
-    started[1].wait(10)
-    concurrent = [embed_in_thread(batcher, text, results) for text in ("a", "bb")]
-    wait_until(lambda: len(batcher._queue) == 2)
-    release[1].set()
-    for thread in (first, *concurrent):
-        thread.join(10)
+    batcher, batches, _ = after_a_shared_pass(("a", "bb"), max_wait_s=0.01)
     assert batcher.embed("alone")[0] == 5.0  # recent passes held 2: it waited, then went alone
     assert batches[-1] == ["alone"]
 

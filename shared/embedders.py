@@ -15,7 +15,8 @@ import importlib
 import os
 import re
 import threading
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -166,45 +167,79 @@ class SentenceTransformerEmbedder(_TokenizerReads):
 class QueryBatcher:
     """Dynamic micro-batching of concurrent query embeddings in the process that owns the model.
 
-    Each caller queues its text, then waits its turn for the model. Whoever gets the model encodes
-    everything queued at that moment (up to `max_batch`) in one forward pass and hands every waiting
-    caller its vector; callers whose vector is ready by their turn return at once. A lone query is
-    encoded immediately (no timer: the wait is bounded by the one encode in progress), and concurrent
-    queries share forward passes, which is where a CPU model gains throughput.
+    Each caller queues its text. When the model is free, one waiting caller takes it and encodes what
+    is queued (up to `max_batch`) in one forward pass; when the last passes were larger than what is
+    queued, it first waits up to `max_wait_s` for the others to arrive (bounded: a lone query, whose
+    recent passes held one query, waits for nothing). Every caller in the pass gets its own vector
+    and returns as soon as the pass ends, without waiting for the model again; concurrent queries
+    share forward passes, which is where a CPU model gains throughput.
     """
 
-    def __init__(self, encode, max_batch: int = 32):
+    RECENT_PASSES = 8  # passes whose largest size is the batch a gathering pass waits for
+
+    def __init__(self, encode, max_batch: int = 32, max_wait_s: float = 0.002):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if max_wait_s < 0:
+            raise ValueError(f"max_wait_s must be >= 0, got {max_wait_s}")
         self._encode = encode  # list[str] -> np.ndarray (one row per text)
         self._max_batch = max_batch
+        self._max_wait_s = max_wait_s
         self._queue: list[_PendingQuery] = []
-        self._queue_lock = threading.Lock()
-        self._model_turn = threading.Lock()
+        self._turn = threading.Condition()  # guards the queue and `_encoding`; signals passes ending, queries arriving
+        self._encoding = False  # a caller holds the model (gathering or encoding a batch)
+        self._recent_sizes: deque[int] = deque(maxlen=self.RECENT_PASSES)
         self.batches = 0  # forward passes run (observability and tests)
 
     def embed(self, text: str) -> np.ndarray:
         pending = _PendingQuery(text)
-        with self._queue_lock:
+        with self._turn:
             self._queue.append(pending)
-        while not pending.done:
-            with self._model_turn:
+            self._turn.notify_all()  # a pass gathering its batch counts this query in
+        while True:
+            with self._turn:
+                while self._encoding and not pending.done:
+                    self._turn.wait()
                 if pending.done:
                     break
-                with self._queue_lock:
-                    batch, self._queue = self._queue[:self._max_batch], self._queue[self._max_batch:]
-                try:
-                    vectors = self._encode([item.text for item in batch])
-                except Exception as error:  # every caller in the batch sees the failure
-                    for item in batch:
-                        item.error, item.done = error, True
-                    continue
-                self.batches += 1
-                for item, vector in zip(batch, vectors):
-                    item.vector, item.done = vector, True
+                self._encoding = True
+                batch = self._gather()
+            self._run(batch)
         if pending.error is not None:
             raise pending.error
         return pending.vector
+
+    def _gather(self) -> list[_PendingQuery]:
+        """The next batch (called holding `_turn`): wait up to `max_wait_s` while fewer queries are queued
+        than the largest recent pass held, then take up to `max_batch`."""
+        expected = min(self._max_batch, max(self._recent_sizes, default=1))
+        deadline = time.monotonic() + self._max_wait_s
+        while len(self._queue) < expected:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._turn.wait(remaining)
+        batch, self._queue = self._queue[:self._max_batch], self._queue[self._max_batch:]
+        return batch
+
+    def _run(self, batch: list[_PendingQuery]) -> None:
+        """One forward pass outside the lock; then every caller in it is handed its vector (or the error)."""
+        vectors, error = [None] * len(batch), None
+        try:
+            vectors = self._encode([item.text for item in batch])
+        except BaseException as failure:  # every caller in the batch sees the failure
+            error = failure
+            if not isinstance(failure, Exception):
+                raise
+        finally:
+            with self._turn:
+                for item, vector in zip(batch, vectors):
+                    item.vector, item.error, item.done = vector, error, True
+                if error is None:
+                    self.batches += 1
+                    self._recent_sizes.append(len(batch))
+                self._encoding = False
+                self._turn.notify_all()
 
 
 class _PendingQuery:

@@ -64,7 +64,9 @@ def route_depths(config: RetrieverConfig, requested: int = 0) -> tuple[int, int]
 class Retriever:
     """Stateless per knowledge base: each call gets the KB's effective config (from the request's settings)."""
 
-    def __init__(self, settings: Settings, registry: ComponentRegistry | None = None, *, max_workers: int = 8):
+    def __init__(self, settings: Settings, registry: ComponentRegistry | None = None, *, max_workers: int = 32):
+        """`max_workers` route threads: two routes for each call the server runs at once (16 RPC threads), so
+        every concurrent query's dense route reaches the query embedder's micro-batcher together."""
         self._settings = settings
         self._registry = registry or components.storage_registry("retriever")
         self._pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="route")

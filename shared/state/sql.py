@@ -47,12 +47,16 @@ class SqliteDatabase:
 
     dialect = "sqlite"
 
-    def __init__(self, path: Path, *, schema: str = ""):
+    def __init__(self, path: Path, *, schema: str = "", durable: bool = True):
+        """`durable=False`: commits skip the fsync (WAL `synchronous=NORMAL`), for records that may be lost on a
+        power cut but never corrupt the file (an application crash loses nothing)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        if not durable:
+            self._db.execute("PRAGMA synchronous=NORMAL")
         if schema:
             self._db.executescript(schema)
 

@@ -108,7 +108,9 @@ class TraceStore:
         if limit < 1:
             raise ValueError(f"trace limit must be >= 1, got {limit}")
         self.limit = limit
-        self._db = SqliteDatabase(where, schema=SQLITE_SCHEMA) if isinstance(where, (str, Path)) else where
+        # a trace is a diagnostic record written on every query: no fsync per answer
+        self._db = (SqliteDatabase(where, schema=SQLITE_SCHEMA, durable=False) if isinstance(where, (str, Path))
+                    else where)
 
     @classmethod
     def for_settings(cls, settings) -> TraceStore:

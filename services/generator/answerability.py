@@ -26,9 +26,9 @@ from shared.config import AnswerabilityModel, GeneratorConfig
 # dense 0.4): the signals depend on which sources fusion brings, so a new fusion default needs a re-fit. MiniLM understands no Chinese, so the Chinese model leans on lexical signals.
 DEFAULT_MODELS: dict[str, AnswerabilityModel] = {
     "en": AnswerabilityModel(features=SIGNALS, weights=(1.00636, -0.75041, -1.58626, 1.75703, 5.23306, -2.38555,
-                                                        1.56909, 0.66246, 0.0), bias=-5.14703, threshold=0.295206),
+                                                        1.56909, 0.66246, 0.0, 0.0, 0.0, 0.0), bias=-5.14703, threshold=0.295206),
     "zh": AnswerabilityModel(features=SIGNALS, weights=(4.28047, 1.61967, 1.84666, 0.0, 2.70501, 4.83371, 5.32893,
-                                                        0.9098, 0.0), bias=-10.95122, threshold=0.373352),
+                                                        0.9098, 0.0, 0.0, 0.0, 0.0), bias=-10.95122, threshold=0.373352),
 }
 
 

@@ -51,7 +51,7 @@ FOREIGN_LANGUAGE_FACTOR = 0.6  # a sentence in another language than the questio
 NO_NUMBER_FACTOR = 0.8  # a question asking for a number, date or duration, and a sentence holding none
 TABLE_ROW_FACTOR = 0.75  # a table row, unless the question asks for a table or list
 NEIGHBOUR_RATIO = 0.85  # a neighbour sentence joins the span at this share of the span's best sentence
-# the n-th source's sentences compete for the answer at PASSAGE_RANK_DECAY ** (n - 1) of their score: a
+# the n-th retrieved source's sentences compete for the answer at PASSAGE_RANK_DECAY ** (n - 1) of their score: a
 # sentence of a lower-ranked passage must be clearly better to be cited (fitted on the tune parts: most
 # wrong citations quoted the second or third passage over a first one that held the answer)
 PASSAGE_RANK_DECAY = 0.85
@@ -202,19 +202,23 @@ def select_evidence(query: str, sources: Sequence[chunk_pb2.Candidate], *, embed
             score *= TABLE_ROW_FACTOR  # a row answers only when no sentence does as well
         scored.append(ScoredSentence(number, order, sentence, round(lexical, 4),
                                      None if dense is None else round(dense, 4), round(score, 4)))
-    span = _span(scored, max_sentences, tables_wanted=tables_wanted)
+    # chunks handed over without retrieval ranks come in no particular order: their place says nothing
+    ranked = any(c.bm25_rank or c.dense_rank or c.rerank_score for c in sources)
+    span = _span(scored, max_sentences, tables_wanted=tables_wanted,
+                 rank_decay=PASSAGE_RANK_DECAY if ranked else 1.0)
     evidence = Evidence(language, scored, span)
     evidence.signals = _signals(query, wanted, sources, evidence)
     return evidence
 
 
-def _span(scored: list[ScoredSentence], max_sentences: int, *, tables_wanted: bool) -> list[ScoredSentence]:
+def _span(scored: list[ScoredSentence], max_sentences: int, *, tables_wanted: bool,
+          rank_decay: float = 1.0) -> list[ScoredSentence]:
     """The best sentence (its passage's retrieval rank counting), grown with strong contiguous neighbours of the same passage (with every
     neighbouring row of its table when the question asks for a table)."""
     useful = [s for s in scored if s.lexical > 0]
     if not useful:
         return []
-    best = max(useful, key=lambda s: (s.score * PASSAGE_RANK_DECAY ** (s.number - 1), -s.number, -s.order))
+    best = max(useful, key=lambda s: (s.score * rank_decay ** (s.number - 1), -s.number, -s.order))
     passage = {s.order: s for s in scored if s.number == best.number}
     span = [best]
     while len(span) < max_sentences:

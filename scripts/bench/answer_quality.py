@@ -7,7 +7,9 @@
    an answerability gate that lets everything through, so each question's answer, citations and
    evidence signals are recorded. The retrieved and reranked sources of each question are kept in
    <dir>/<set>/sources.jsonl: later runs replay only the generator on them (a change to evidence
-   selection, the signals or the reader is re-measured in a minute); --fresh re-runs retrieval.
+   selection, the signals or the reader is re-measured without retrieval; latency is then the generator's
+   alone); --fresh re-runs retrieval. --limit SET=N,... limits some sets; --recorded fits and reports on
+   the outcomes each set's last run wrote, running nothing (so sets can be replayed in separate runs).
 2. One logistic model per language is fitted on the pooled *tune* parts (`answerability.fit`,
    threshold at --target-answer-rate of the answerable tune questions): these are the
    defaults in services/generator/answerability.py.

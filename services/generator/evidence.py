@@ -14,7 +14,9 @@ never evidence.
 The same pass yields the answerability signals (see `answerability.py`):
 coverage of the question by the best source and by the span, sentence-level
 lexical and dense scores, the retrieval routes' strength, margin and agreement,
-and the reranker score when one ran.
+the reranker score when one ran, and three cues of a question the passage only
+seems to answer: a negation the answer sentence lacks, no new phrase of the asked
+kind in the span (`answer_type.py`), a presupposition the passage contradicts.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from services.generator.answer_type import holds_answer_type
 from services.generator.sources_guard import is_instruction
 from shared.contracts import chunk_pb2
 from shared.text import analyze, detect_language, query_terms, split_sentences
@@ -50,6 +53,10 @@ NO_NUMBER_FACTOR = 0.8  # a question asking for a number, date or duration, and 
 TABLE_ROW_FACTOR = 0.75  # a table row, unless the question asks for a table or list
 NEIGHBOUR_RATIO = 0.85  # a neighbour sentence joins the span at this share of the span's best sentence
 CHUNK_READINGS = 4096  # chunk texts whose sentences and terms are kept (bounded LRU)
+# the n-th retrieved source's sentences compete for the answer at PASSAGE_RANK_DECAY ** (n - 1) of their score: a
+# sentence of a lower-ranked passage must be clearly better to be cited (fitted on the tune parts: most
+# wrong citations quoted the second or third passage over a first one that held the answer)
+PASSAGE_RANK_DECAY = 0.85
 
 
 class CachedEmbed:
@@ -238,19 +245,23 @@ def select_evidence(query: str, sources: Sequence[chunk_pb2.Candidate], *, embed
             score *= TABLE_ROW_FACTOR  # a row answers only when no sentence does as well
         scored.append(ScoredSentence(number, sentence.order, sentence.text, round(lexical, 4),
                                      None if dense is None else round(dense, 4), round(score, 4)))
-    span = _span(scored, max_sentences, tables_wanted=tables_wanted)
+    # chunks handed over without retrieval ranks come in no particular order: their place says nothing
+    ranked = any(c.bm25_rank or c.dense_rank or c.rerank_score for c in sources)
+    span = _span(scored, max_sentences, tables_wanted=tables_wanted,
+                 rank_decay=PASSAGE_RANK_DECAY if ranked else 1.0)
     evidence = Evidence(language, scored, span)
-    evidence.signals = _signals(wanted, sources, readings, evidence)
+    evidence.signals = _signals(query, wanted, sources, readings, evidence)
     return evidence
 
 
-def _span(scored: list[ScoredSentence], max_sentences: int, *, tables_wanted: bool) -> list[ScoredSentence]:
-    """The best sentence, grown with strong contiguous neighbours of the same passage (with every
+def _span(scored: list[ScoredSentence], max_sentences: int, *, tables_wanted: bool,
+          rank_decay: float = 1.0) -> list[ScoredSentence]:
+    """The best sentence (its passage's retrieval rank counting), grown with strong contiguous neighbours of the same passage (with every
     neighbouring row of its table when the question asks for a table)."""
     useful = [s for s in scored if s.lexical > 0]
     if not useful:
         return []
-    best = max(useful, key=lambda s: (s.score, -s.number, -s.order))
+    best = max(useful, key=lambda s: (s.score * rank_decay ** (s.number - 1), -s.number, -s.order))
     passage = {s.order: s for s in scored if s.number == best.number}
     span = [best]
     while len(span) < max_sentences:
@@ -266,10 +277,26 @@ def _span(scored: list[ScoredSentence], max_sentences: int, *, tables_wanted: bo
 
 
 SIGNALS = ("coverage", "span_coverage", "sentence_lexical", "sentence_dense", "dense_top", "dense_margin",
-           "bm25_top", "route_agreement", "rerank_top")
+           "bm25_top", "route_agreement", "rerank_top", "negation_mismatch", "answer_type_missing", "question_conflict")
+# a question that says "not", "never", "least"... where its answer sentence does not: SQuAD 2.0 writes
+# unanswerable questions by adding one of these to a question the paragraph answers
+_NEGATION_CUE = re.compile(r"\b(?:not|no|never|none|nor|neither|without|cannot|least|fewest|lack|lacks|lacked|fail|"
+                           r"failed|unable)\b|n't\b|不|没|未|无|非|别", re.IGNORECASE)
+# the offline claim rules' verdicts that also mean "this passage does not answer this question" (a swapped
+# name or another unit is common between a question and the sentence that does answer it)
+QUESTION_CONFLICTS = ("number mismatch", "negation flip", "antonym")
 
 
-def _signals(wanted: set[str], sources: Sequence[chunk_pb2.Candidate], readings: Sequence[ChunkReading],
+def question_conflict(query: str, passage: Sequence[str]) -> str:
+    """Why the passage contradicts what the question presupposes ("after" where it says "before", a year it
+    does not state, a "not" it lacks), or ''."""
+    from services.generator.verifiers import ContradictionRules  # verifiers imports this module's stemmer
+
+    reason = ContradictionRules().find(query, list(passage)) if passage else ""
+    return reason if reason.startswith(QUESTION_CONFLICTS) else ""
+
+
+def _signals(query: str, wanted: set[str], sources: Sequence[chunk_pb2.Candidate], readings: Sequence[ChunkReading],
              evidence: Evidence) -> dict[str, float]:
     """The answerability features; each is in a comparable range across knowledge bases (0..1 or log-scaled)."""
     dense = sorted((c.dense_score for c in sources if c.dense_rank), reverse=True)
@@ -277,6 +304,7 @@ def _signals(wanted: set[str], sources: Sequence[chunk_pb2.Candidate], readings:
     reranked = [c.rerank_score for c in sources if c.rerank_score]
     span_text = " ".join(s.text for s in evidence.span)
     best = max(evidence.span, key=lambda s: s.score) if evidence.span else None
+    passage = [s.text for s in evidence.sentences if best and s.number == best.number]
     agreement = any(c.bm25_rank == 1 and 0 < c.dense_rank <= 2 or c.dense_rank == 1 and 0 < c.bm25_rank <= 2
                     for c in sources)
     return {
@@ -289,4 +317,7 @@ def _signals(wanted: set[str], sources: Sequence[chunk_pb2.Candidate], readings:
         "bm25_top": round(math.log1p(max(0.0, bm25[0])) / math.log1p(max(1, len(wanted)) * 4), 4) if bm25 else 0.0,
         "route_agreement": 1.0 if agreement else 0.0,
         "rerank_top": round(max(reranked), 4) if reranked else 0.0,
+        "negation_mismatch": 1.0 if _NEGATION_CUE.search(query) and not _NEGATION_CUE.search(span_text) else 0.0,
+        "answer_type_missing": 1.0 if span_text and holds_answer_type(query, span_text) is False else 0.0,
+        "question_conflict": 1.0 if question_conflict(query, passage) else 0.0,
     }

@@ -14,6 +14,7 @@ import pytest
 
 from ragkb import eval_answers
 from services.generator.answer import Answerer
+from services.generator.answer_type import answer_phrases, expected_type, holds_answer_type
 from services.generator.answerability import decide, fit, incomplete_signals, probability
 from services.generator.claims import ClaimChecker
 from services.generator.evidence import CachedEmbed, select_evidence, source_sentences
@@ -66,6 +67,58 @@ def test_the_span_comes_from_the_best_passage_only(embed):
     assert evidence.span[0].dense is not None and evidence.span[0].dense > 0.3
     orders = [s.order for s in evidence.span]
     assert orders == list(range(orders[0], orders[0] + len(orders)))  # contiguous, in source order
+
+
+@pytest.mark.parametrize("question, sentence, kind, phrases", [
+    ("When was the Rhine crisis?", "The Rhine crisis of 1840 led to tension.", "date", ["1840"]),
+    ("What year did the flood hit the Meuse?", "In 1421 the St. Elizabeth flood hit the Meuse.", "date", ["1421"]),
+    ("How many outputs does a function problem expect?", "It expects a single output for every input.", "number",
+     ["a single output"]),
+    ("Who was Emma's brother?", "Emma was the sister of Duke Richard II of Normandy.", "person",
+     ["Duke Richard II of Normandy"]),
+    ("Where is the Rhine Knee?", "At Basel the Rhine turns north at the Rhine Knee.", "place", ["Basel"]),
+    ("What is the Rhine made of?", "The Rhine is water.", "", []),
+    ("北京奥运会是什么时候开幕的？", "北京奥运会于2008年8月8日开幕。", "date", ["2008年8月8日"]),
+    ("有多少人参加了比赛？", "共有3000人参加了比赛。", "number", ["3000人"]),
+])
+def test_expected_answer_type_and_its_phrase(question, sentence, kind, phrases):
+    assert expected_type(question) == kind
+    assert answer_phrases(question, sentence) == phrases
+
+
+def test_a_phrase_the_question_already_holds_is_not_an_answer():
+    assert holds_answer_type("When did the 1840 crisis end?", "The 1840 crisis was about the Rhine.") is False
+    assert holds_answer_type("When did the 1840 crisis end?", "The 1840 crisis ended in 1841.") is True
+    assert holds_answer_type("谁发明了电话？", "电话由贝尔发明。") is None  # no capitals to find a Chinese name by
+    assert holds_answer_type("Why is the sky blue?", "Scattering.") is None
+
+
+RHINE = ("Romanesque architecture came before Early Gothic in the Rhineland. William conquered the Welsh lords "
+         "in 1081. The Rhine crisis broke out in 1840.")
+
+
+@pytest.mark.parametrize("question, raised", [
+    ("What architecture type came after Early Gothic in the Rhineland?", {"question_conflict"}),  # before / after
+    ("What Welsh lords did William not conquer?", {"negation_mismatch", "question_conflict"}),
+    ("When did William conquer the Welsh lords in the north?", set()),
+    ("When did the Rhineland adopt Early Gothic architecture?", {"answer_type_missing"}),
+])
+def test_signals_of_a_question_the_passage_only_seems_to_answer(question, raised):
+    signals = select_evidence(question, [source(RHINE)]).signals
+    cues = {"question_conflict", "negation_mismatch", "answer_type_missing"}
+    assert {name for name in cues if signals[name]} == raised
+
+
+def test_a_lower_ranked_passage_must_be_clearly_better_to_be_cited():
+    question = "Which Swiss city near the Rhine Knee has the oldest university, a zoo and the largest river port?"
+    weaker, stronger = ("Basel, a Swiss city at the Rhine Knee, has the oldest university, a zoo and the largest "
+                        "river harbour.",
+                        "Basel, a Swiss city at the Rhine Knee, has the oldest university, a zoo and the largest "
+                        "river port.")
+    assert select_evidence(question, [source(weaker, rank=1), source(stronger, rank=2)]).cited == [1]
+    assert select_evidence(question, [source(stronger, rank=1), source(weaker, rank=2)]).cited == [1]
+    # chunks handed over without retrieval ranks: their order is no ranking, the better sentence wins
+    assert select_evidence(question, [source(weaker), source(stronger)]).cited == [2]
 
 
 def test_table_rows_and_infobox_fragments_are_not_quoted():

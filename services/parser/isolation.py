@@ -6,6 +6,11 @@ tesseract, lxml) can loop, eat memory or segfault. Each read runs in one of
 inherited); a read past its deadline kills its worker, which is replaced on the
 next call; a read past its memory limit fails its allocations (RLIMIT_AS) and
 ends its worker the same way. unstructured is imported in the children only.
+
+`start` spawns the whole pool and has each worker read a few words of plain text once
+before the service turns SERVING, so the first documents of an ingestion neither wait for
+the imports (unstructured, spaCy, the language profiles) nor share the CPU with them while
+the embedding model runs. A worker replaced later warms up on its first file.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from services.parser import errors
 from services.parser.formats import ParsedDocument, ReadOptions
 
 log = logging.getLogger("ragkb.parser")
+WARM_UP_TEXT = b"Warm-up.\n\nA few words read once, so that the first file does not pay for the imports.\n"
+WARM_UP_TIMEOUT_S = 600.0
 
 
 def _serve(connection) -> None:
@@ -138,6 +145,7 @@ class ParseWorkers:
         if size < 1:
             raise ValueError(f"parse worker pool size must be >= 1, got {size}")
         self._context = multiprocessing.get_context("spawn")
+        self._size = size
         self._slots = threading.BoundedSemaphore(size)
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         self._all: set[_Worker] = set()
@@ -172,6 +180,29 @@ class ParseWorkers:
             return reply[1]
         _, kind, reason, message = reply
         raise errors.rebuild(kind, reason, message)
+
+    def start(self) -> None:
+        """Spawn the missing workers of the pool and wait until each has read `WARM_UP_TEXT` once.
+
+        A worker that fails its warm-up is dropped (the next read spawns a fresh one)."""
+        with self._lock:
+            if self._closed:
+                return
+            spawned = [_Worker(self._context) for _ in range(self._size - len(self._all))]
+            self._all.update(spawned)
+        for worker in spawned:
+            worker.connection.send(("warm-up.txt", WARM_UP_TEXT, ReadOptions()))
+        for worker in spawned:
+            try:
+                ready = worker.connection.poll(WARM_UP_TIMEOUT_S) and worker.connection.recv()[0] == "ok"
+            except (EOFError, OSError):
+                ready = False
+            if ready:
+                self._idle.put(worker)
+            else:
+                log.warning("parse worker pid %s did not warm up; it is replaced on the next read",
+                            worker.process.pid)
+                self._discard(worker)
 
     def worker_pids(self) -> list[int]:
         """The live reader processes (for memory measurements)."""

@@ -7,7 +7,7 @@ from services.parser.isolation import ParseWorkers
 from shared.config import Settings
 from shared.server import ServiceServer, run_service
 
-# Files are read in this many killable worker processes (started on first use).
+# Files are read in this many killable worker processes (spawned before the parser turns SERVING).
 PARSE_WORKERS = 2
 
 
@@ -15,6 +15,7 @@ def build(settings: Settings, *, port: int | None = None) -> ServiceServer:
     server = ServiceServer.inner("parser", settings, port=settings.port_of(settings.parser_addr) if port is None else port)
     workers = ParseWorkers(PARSE_WORKERS)
     servicer.add_to(server, workers.read)
+    server.add_warm_up(workers.start)
     server.add_closer(workers.close)
     return server
 

@@ -107,6 +107,25 @@ def test_a_parse_past_its_timeout_is_stopped_and_the_pool_keeps_working():
         workers.close()
 
 
+def test_start_spawns_every_worker_with_its_libraries_loaded_before_the_first_file():
+    workers = ParseWorkers(2)
+    try:
+        workers.start()
+        pids = sorted(workers.worker_pids())
+        assert len(pids) == 2
+        for pid in pids:  # spaCy's compiled modules are mapped: the imports happened before any file
+            with open(f"/proc/{pid}/maps") as maps:
+                assert "spacy" in maps.read()
+        document = workers.read("note.txt", b"Ready to read.", ReadOptions(), 120)
+        assert [b.text for b in document.blocks] == ["Ready to read."]
+        workers.start()  # the pool is full: nothing more is spawned
+        assert sorted(workers.worker_pids()) == pids
+    finally:
+        workers.close()
+    workers.start()  # a closed pool stays closed
+    assert workers.worker_pids() == []
+
+
 def _eml_with_attachments() -> bytes:
     message = email.message.EmailMessage()
     message["From"] = "ops@example.com"

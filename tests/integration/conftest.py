@@ -54,8 +54,9 @@ def redis(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def client(stack):
-    api = RagkbClient(stack.http_url)
+def client(stack, request):
+    """A REST client of the module's stack; a module whose calls run long sets CLIENT_TIMEOUT_S."""
+    api = RagkbClient(stack.http_url, timeout_s=getattr(request.module, "CLIENT_TIMEOUT_S", 120.0))
     yield api
     api.close()
 

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from ragkb.client import RagkbApiError, RagkbClient
+from ragkb.client import RagkbApiError
 from ragkb.embedded import EmbeddedStack
 from services.parser import errors
 from shared.config import Settings
@@ -32,6 +32,7 @@ KB = "hostile"
 CANARY = ("canary.md", "# Canary\n\nThe canary document says the loading dock closes at 9 pm.".encode())
 SERVER_GROWTH_BOUND_MB = 300  # RSS the server process may gain while handling one hostile file
 WORKER_PEAK_BOUND_MB = 2048 + 1024  # the default per-file budget (ParserConfig.max_memory_mb) over the import base
+CLIENT_TIMEOUT_S = 600  # the client fixture's timeout: these calls run long
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +42,6 @@ def stack(tmp_path_factory):
                             ephemeral_ports=True).start()
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def client(stack):
-    api = RagkbClient(stack.http_url, timeout_s=600)
-    yield api
-    api.close()
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from functools import partial
 import pytest
 import redis as redis_client
 
-from ragkb.client import RagkbClient
 from ragkb.embedded import EmbeddedStack
 from services.worker.celery_app import REINDEX_QUEUE, create_celery
 from services.worker.tasks import publish_reindex
@@ -27,6 +26,7 @@ pytestmark = pytest.mark.integration
 NEW_ANALYZER = "keyword_store: {analyzer: char}\n"
 # more documents than one re-index job takes (services/indexer/versions.py BATCH_DOCUMENTS = 16): two jobs
 EXTRA = {f"note-{i}": f"Maintenance note {i}: inspect castor wheel {i} and record its wear." for i in range(12)}
+CLIENT_TIMEOUT_S = 300  # the client fixture's timeout: these calls run long
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +36,6 @@ def stack(redis, tmp_path_factory):
     running = EmbeddedStack(settings, ephemeral_ports=True).start()
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def client(stack):
-    api = RagkbClient(stack.http_url, timeout_s=300)
-    yield api
-    api.close()
 
 
 def queued_reindex_jobs(redis) -> int:

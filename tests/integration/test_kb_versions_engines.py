@@ -36,6 +36,7 @@ KB_YAML = ("keyword_store: {name: elasticsearch}\n"
 RE_EMBED = "embedder: {name: sentence-transformers, model: tiny-m3, batch_size: 8}\n"
 LOAD = ["How long does charging take?", "What is the maximum payload?", "AMR-7 的最大载重是多少？",
         "How do I reset the robot?"]
+CLIENT_TIMEOUT_S = 300  # the client fixture's timeout: these calls run long
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +49,6 @@ def stack(tmp_path_factory, es, milvus):
     running = EmbeddedStack(settings, ephemeral_ports=True).start()
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def client(stack):
-    api = RagkbClient(stack.http_url, timeout_s=300)
-    yield api
-    api.close()
 
 
 def unique(prefix: str) -> str:

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from ragkb import cli
-from ragkb.client import RagkbApiError, RagkbClient
+from ragkb.client import RagkbApiError
 from shared import tls
 from shared.clients import GatewayClient
 from shared.contracts import gateway_pb2
@@ -51,13 +51,6 @@ def stack(tmp_path_factory):
     yield running
     running.stop()
     assert [pid for pid in pids if psutil.pid_exists(pid)] == [], "processes left running after stop"
-
-
-@pytest.fixture(scope="module")
-def client(stack):
-    api = RagkbClient(stack.http_url)
-    yield api
-    api.close()
 
 
 @pytest.fixture(scope="module")

@@ -256,8 +256,8 @@ def select_evidence(query: str, sources: Sequence[chunk_pb2.Candidate], *, embed
 
 def _span(scored: list[ScoredSentence], max_sentences: int, *, tables_wanted: bool,
           rank_decay: float = 1.0) -> list[ScoredSentence]:
-    """The best sentence (its passage's retrieval rank counting), grown with strong contiguous neighbours of the same passage (with every
-    neighbouring row of its table when the question asks for a table)."""
+    """The best sentence (its passage's retrieval rank counting), grown with strong contiguous neighbours of
+    the same passage (with every neighbouring row of its table when the question asks for a table)."""
     useful = [s for s in scored if s.lexical > 0]
     if not useful:
         return []

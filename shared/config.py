@@ -459,3 +459,9 @@ def validate_kb_name(name: str) -> None:
         raise InvalidArgument(
             f"invalid knowledge base name {name!r}: use 1-64 ASCII letters, digits, '-' or '_'"
         )
+
+
+def storage_name(name: str) -> str:
+    """A KB name as Milvus collections spell it (letters, digits and '_' only): '-' becomes '_', so 'a-b' and
+    'a_b' would share one collection; the catalog refuses the second of two such names."""
+    return name.replace("-", "_")

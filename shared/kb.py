@@ -15,6 +15,8 @@ endpoint or a secret never rewrites KB configs.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import tempfile
@@ -23,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from shared.config import KBConfig, Settings, validate_kb_name
+import psycopg
+
+from shared.config import KBConfig, Settings, storage_name, validate_kb_name
 from shared.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from shared.files import file_stamp
 from shared.profiles import LiveProfiles, OperatorProfiles, profiles_path
@@ -48,7 +52,8 @@ class CatalogRows(Protocol):
     def read(self, name: str) -> StoredConfig | None: ...
 
     def insert(self, name: str, tenant_yaml: str) -> int:
-        """Store a new KB; its first version. AlreadyExists when the name is taken."""
+        """Store a new KB; its first version. AlreadyExists when the name is taken, or when another KB's name
+        has the same `storage_name` (their vector collections would be one)."""
 
     def update(self, name: str, tenant_yaml: str) -> int:
         """Store a new config of an existing KB; its new, higher version. NotFound when there is none."""
@@ -174,13 +179,22 @@ class KnowledgeBaseCatalog:
 
 
 class FileCatalogRows:
-    """One YAML file per KB; its first line records the config version (`# config_version: N`)."""
+    """One YAML file per KB; its first line records the config version (`# config_version: N`).
+
+    Writes hold an exclusive lock on the directory's `.lock` file, so catalogs of the same data directory
+    (several in one process, or the CLI beside a server) never both create clashing names."""
 
     _VERSION_LINE = re.compile(r"^# config_version: (\d+)\n")
 
     def __init__(self, directory: Path):
         self._dir = Path(directory)
-        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _lock(self):
+        self._dir.mkdir(parents=True, exist_ok=True)
+        with open(self._dir / ".lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
 
     def _path(self, name: str) -> Path:
         return self._dir / f"{name}.yaml"
@@ -198,13 +212,16 @@ class FileCatalogRows:
         return StoredConfig(tenant_yaml=text[match.end():] if match else text, version=int(match[1]) if match else 1)
 
     def insert(self, name: str, tenant_yaml: str) -> int:
-        with self._lock:
+        with self._lock():
             if self._path(name).exists():
                 raise AlreadyExists(f"knowledge base {name!r} already exists")
+            clash = next((other for other in self.names() if storage_name(other) == storage_name(name)), None)
+            if clash is not None:
+                raise _storage_clash(name, clash)
             return self._write(name, tenant_yaml, 1)
 
     def update(self, name: str, tenant_yaml: str) -> int:
-        with self._lock:
+        with self._lock():
             current = self.read(name)
             if current is None:
                 raise NotFound(f"knowledge base {name!r} does not exist")
@@ -240,8 +257,17 @@ class DatabaseCatalogRows:
         return StoredConfig(tenant_yaml=row[0], version=row[1]) if row else None
 
     def insert(self, name: str, tenant_yaml: str) -> int:
-        row = self._db.execute("INSERT INTO kb_catalog(name, config_yaml) VALUES (?, ?) "
-                               "ON CONFLICT(name) DO NOTHING RETURNING version", (name, tenant_yaml)).one()
+        """The unique index on the storage name (migration 0005) settles two replicas creating 'a-b' and 'a_b'
+        at once; the read before it only names the KB in the error."""
+        clash = self._db.execute("SELECT name FROM kb_catalog WHERE replace(name, '-', '_') = ? AND name <> ?",
+                                 (storage_name(name), name)).one()
+        if clash:
+            raise _storage_clash(name, clash[0])
+        try:
+            row = self._db.execute("INSERT INTO kb_catalog(name, config_yaml) VALUES (?, ?) "
+                                   "ON CONFLICT(name) DO NOTHING RETURNING version", (name, tenant_yaml)).one()
+        except psycopg.errors.UniqueViolation:
+            raise _storage_clash(name, None) from None
         if row is None:
             raise AlreadyExists(f"knowledge base {name!r} already exists")
         return row[0]
@@ -255,6 +281,13 @@ class DatabaseCatalogRows:
 
     def names(self) -> list[str]:
         return sorted(row[0] for row in self._db.execute("SELECT name FROM kb_catalog").rows)
+
+
+def _storage_clash(name: str, other: str | None) -> AlreadyExists:
+    """`other` None: a KB created by another replica at the same moment, not read back."""
+    existing = repr(other) if other else "a knowledge base created at the same moment"
+    return AlreadyExists(f"knowledge base {name!r} cannot be created: {existing} already exists and its name differs "
+                         "only in '-' and '_', which vector collections spell alike")
 
 
 def _stored(text: str, name: str) -> KBConfig:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from google.protobuf import json_format
 
+from shared.config import storage_name
 from shared.contracts import chunk_pb2
 from shared.errors import FailedPrecondition, InvalidArgument, Unavailable
 from shared.stores.acl import acl_clause_groups, chunk_groups
@@ -58,12 +59,12 @@ def collection_name(kb: str, model_id: str, dimension: int, version: int = 1) ->
     """Version 1 keeps the name a KB had before versions existed; later ones start `kbv<N>_`, which no
     KB name can produce after the `kb_` of version 1."""
     start = "kb_" if version == 1 else f"kbv{version}_"
-    return f"{start}{kb}__{model_id}_{dimension}".replace("-", "_")
+    return f"{start}{storage_name(kb)}__{model_id}_{dimension}".replace("-", "_")
 
 
 def alias_name(kb: str) -> str:
     """The collection alias that always names the live version's collection."""
-    return f"kblive_{kb}".replace("-", "_")
+    return f"kblive_{storage_name(kb)}"
 
 
 def _literal(value) -> str:

@@ -61,6 +61,20 @@ def test_a_changed_migration_and_a_newer_database_are_refused(postgres_dsn):
             migrate(connection)
 
 
+def test_kbs_whose_names_differ_only_in_dash_and_underscore_stop_the_storage_name_migration(postgres_dsn):
+    """They already share one Milvus collection: the migration names them instead of hiding it."""
+    storage_names = next(m for m in migrations() if m.name == "kb_catalog_storage_names")
+    before = [m for m in migrations() if m.version < storage_names.version]
+    with psycopg.connect(postgres_dsn, autocommit=True) as connection:
+        migrate(connection, before)
+        connection.execute("INSERT INTO kb_catalog(name, config_yaml) VALUES ('team-a', ''), ('team_a', ''), "
+                           "('other', '')")
+        with pytest.raises(psycopg.errors.RaiseException, match="share one vector collection: team-a, team_a"):
+            migrate(connection)
+        connection.execute("DELETE FROM kb_catalog WHERE name = 'team_a'")
+        assert migrate(connection) == [m.version for m in migrations() if m.version >= storage_names.version]
+
+
 def test_misnamed_or_missing_migration_files_are_errors(tmp_path):
     (tmp_path / "0001_first.sql").write_text("SELECT 1")
     (tmp_path / "0003_third.sql").write_text("SELECT 1")

@@ -4,6 +4,8 @@ for another process or replica."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from services.gateway.auth import key_store_for
@@ -82,6 +84,39 @@ def test_catalog_refuses_duplicates_unknown_names_and_bad_names(settings):
     with pytest.raises(InvalidArgument, match="invalid knowledge base name"):
         catalog.get("../etc")
     assert not catalog.exists("nope")
+
+
+def test_catalog_refuses_a_name_whose_vector_collection_another_kb_has(settings):
+    """Milvus spells '-' as '_': 'team-a' and 'team_a' would read and write one collection."""
+    catalog = KnowledgeBaseCatalog.for_settings(settings)
+    catalog.create("team-a", config_yaml=ES_KB)
+    with pytest.raises(AlreadyExists, match="'team_a' cannot be created: 'team-a' already exists"):
+        KnowledgeBaseCatalog.for_settings(settings).create("team_a", config_yaml=ES_KB)
+    catalog.create("team-b", config_yaml=ES_KB)
+    assert catalog.names() == ["team-a", "team-b"]
+
+
+def test_two_replicas_creating_clashing_names_at_once_get_one_kb(settings):
+    start = threading.Barrier(2)
+    outcomes: dict[str, str] = {}
+
+    def create(name: str) -> None:
+        replica = KnowledgeBaseCatalog.for_settings(settings)
+        start.wait()
+        try:
+            replica.create(name, config_yaml=ES_KB)
+            outcomes[name] = "created"
+        except AlreadyExists as error:
+            outcomes[name] = str(error)
+
+    threads = [threading.Thread(target=create, args=(name,)) for name in ("x-y", "x_y")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes.values())[0] == "created"
+    assert "differs only in '-' and '_'" in sorted(outcomes.values())[1]
+    assert len(KnowledgeBaseCatalog.for_settings(settings).names()) == 1
 
 
 def test_single_process_stores_are_refused_only_in_cluster_mode(settings):

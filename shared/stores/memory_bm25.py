@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import sys
 import threading
 from array import array
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -28,6 +30,7 @@ K1 = 1.2
 B = 0.75
 TOKENIZE = "porter unicode61 remove_diacritics 2"
 _TF_MAX = 65535  # term frequencies are stored as uint16
+_INT_BYTES = sys.getsizeof(2**20)  # a Python int past the small-int cache
 
 
 class Fts5Tokenizer:
@@ -137,28 +140,45 @@ class MemoryBm25Index:
     # -- writes ------------------------------------------------------------------------------
 
     def prepare(self, rows: Sequence[IndexedRow]) -> PreparedRows:
-        """Tokenize rows outside the store's lock; `add` then only files them."""
+        """Tokenize rows outside the store's lock; `add` then only files them.
+
+        Work per word occurrence stays in C (split, chain, one dict look-up through `map`); each
+        distinct word of the batch is tokenized once.
+        """
         words_of_row = [row.terms.split() for row in rows]
-        tokens_of = self._tokenizer.tokens(w for words in words_of_row for w in words)
-        return PreparedRows(rows, [[t for w in words for t in tokens_of[w]] for words in words_of_row])
+        occurrences = list(chain.from_iterable(words_of_row))
+        distinct = list(dict.fromkeys(occurrences))
+        position = {word: i for i, word in enumerate(distinct)}
+        word_column = np.fromiter(map(position.__getitem__, occurrences), np.int64, len(occurrences))
+        tokens_of = self._tokenizer.tokens(distinct)
+        return PreparedRows(rows, np.array([len(w) for w in words_of_row], np.int64), word_column,
+                            [tokens_of[word] for word in distinct])
 
     def add(self, prepared: PreparedRows) -> None:
         """File prepared rows (their rowids must not be in the index: remove replaced rows first)."""
         if not prepared.rows:
             return
+        # term ids of each distinct word's tokens, flattened, with where each word's run starts
         term_ids = self._term_ids
-        ids_of_row = []
-        for tokens in prepared.tokens:
-            ids = []
+        word_terms = []
+        for tokens in prepared.word_tokens:
             for token in tokens:
                 term_id = term_ids.get(token)
                 if term_id is None:
                     term_id = term_ids[token] = len(self._slots)
                     self._slots.append(array("i"))
                     self._freqs.append(array("H"))
-                ids.append(term_id)
-            ids_of_row.append(ids)
-        lengths = np.array([len(ids) for ids in ids_of_row], np.int64)
+                word_terms.append(term_id)
+        tokens_per_word = np.array([len(t) for t in prepared.word_tokens], np.int64)
+        word_starts = np.cumsum(tokens_per_word) - tokens_per_word
+        # every token occurrence: its term id and its row
+        per_occurrence = tokens_per_word[prepared.word_column]
+        total = int(per_occurrence.sum())
+        before = np.cumsum(per_occurrence) - per_occurrence
+        term_column = np.array(word_terms, np.int64)[
+            np.repeat(word_starts[prepared.word_column] - before, per_occurrence) + np.arange(total)]
+        row_of_word = np.repeat(np.arange(len(prepared.rows)), prepared.words_per_row)
+        lengths = np.bincount(row_of_word, weights=per_occurrence, minlength=len(prepared.rows)).astype(np.int64)
         slots = self._rows.append({
             "alive": np.ones(len(lengths), np.bool_),
             "length": lengths,
@@ -170,12 +190,11 @@ class MemoryBm25Index:
         for row, slot in zip(prepared.rows, slots.tolist()):
             self._slot_of_rowid[row.rowid] = slot
         self._live_rows += len(lengths)
-        self._live_tokens += int(lengths.sum())
-        if not lengths.sum():
+        self._live_tokens += total
+        if not total:
             return
+        slot_column = np.repeat(slots[row_of_word], per_occurrence)
         # one (term, slot) pair per distinct term of a row, with its count, grouped by term
-        term_column = np.fromiter((t for ids in ids_of_row for t in ids), np.int64, int(lengths.sum()))
-        slot_column = np.repeat(slots, lengths)
         pairs, counts = np.unique(term_column * self._rows.size + slot_column, return_counts=True)
         pair_terms, pair_slots = np.divmod(pairs, self._rows.size)
         starts = np.flatnonzero(np.r_[True, pair_terms[1:] != pair_terms[:-1]])
@@ -289,9 +308,14 @@ class MemoryBm25Index:
         return self._live_rows
 
     def nbytes(self) -> int:
-        """Bytes held by postings and row columns (numpy/array buffers; dict and object overhead excluded)."""
-        postings = sum(s.itemsize * len(s) + f.itemsize * len(f) for s, f in zip(self._slots, self._freqs))
-        return postings + self._rows.nbytes()
+        """Bytes the index holds: postings buffers and objects, row columns, the term and rowid maps."""
+        postings = sum(sys.getsizeof(s) + sys.getsizeof(f) for s, f in zip(self._slots, self._freqs))
+        postings += sys.getsizeof(self._slots) + sys.getsizeof(self._freqs)
+        terms = sys.getsizeof(self._term_ids) + sum(sys.getsizeof(t) + _INT_BYTES for t in self._term_ids)
+        rowids = sys.getsizeof(self._slot_of_rowid) + 2 * _INT_BYTES * len(self._slot_of_rowid)
+        codes = sum(sys.getsizeof(c) + sum(sys.getsizeof(v) + _INT_BYTES for v in c)
+                    for c in (self._namespace_codes, self._doc_codes))
+        return postings + terms + rowids + codes + self._rows.nbytes()
 
 
 @dataclass(frozen=True)
@@ -299,12 +323,13 @@ class PreparedRows:
     """Rows with their FTS5 tokens, ready for `MemoryBm25Index.add`."""
 
     rows: Sequence[IndexedRow]
-    tokens: list[list[str]]
+    words_per_row: np.ndarray  # analyzed words in each row
+    word_column: np.ndarray  # every word occurrence, row by row, as an index into word_tokens
+    word_tokens: list[tuple[str, ...]]  # the FTS5 tokens of each distinct word
 
     def with_rowids(self, rowids: Sequence[int]) -> PreparedRows:
         """The same rows under the rowids SQLite gave them."""
-        return PreparedRows([replace(row, rowid=rowid) for row, rowid in zip(self.rows, rowids, strict=True)],
-                            self.tokens)
+        return replace(self, rows=[replace(row, rowid=rowid) for row, rowid in zip(self.rows, rowids, strict=True)])
 
 
 def ranked(rowids: np.ndarray, scores: np.ndarray, count: int) -> np.ndarray:

@@ -118,7 +118,8 @@ class SqliteFtsKeywordStore:
         if not terms:
             return []
         where, params = _filter_clauses(search_filter, namespaces)
-        tokens = self._index.query_tokens(terms) if self._index is not None else None
+        # a non-positive LIMIT means something else to SQLite: kept on its own path
+        tokens = self._index.query_tokens(terms) if self._index is not None and limit > 0 else None
         with self._lock:
             if tokens is not None and self._index_current_locked(rebuild=True):
                 rows = self._search_index_locked(tokens, search_filter, namespaces, where, params, limit)
@@ -206,7 +207,7 @@ class SqliteFtsKeywordStore:
             cursor = self._db.execute(
                 "SELECT f.rowid, f.terms, c.namespace, c.doc_id, c.block_type "
                 "FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid ORDER BY f.rowid")
-            while batch := cursor.fetchmany(2000):
+            while batch := cursor.fetchmany(5000):
                 self._index.add(self._index.prepare([IndexedRow(*row) for row in batch]))
 
     def index_bytes(self) -> int:

@@ -119,10 +119,14 @@ class _Columns:
 class MemoryBm25Index:
     """BM25 postings of one SQLite FTS5 table. Not thread-safe: the store calls it under its own lock."""
 
-    def __init__(self, tokenizer: Fts5Tokenizer, *, compact_after: int = 65536):
-        """`compact_after`: dead postings (at least) before deleted rows' postings are dropped."""
+    def __init__(self, tokenizer: Fts5Tokenizer, *, compact_after: int = 65536, query_words: int = 20_000):
+        """`compact_after`: dead postings (at least) before deleted rows' postings are dropped;
+        `query_words`: how many query words' tokens are remembered."""
         self._tokenizer = tokenizer
         self._compact_after = compact_after
+        self._query_words_max = query_words
+        self._query_words: dict[str, tuple[str, ...]] = {}  # insertion-ordered: oldest first
+        self._query_words_lock = threading.Lock()
         self.clear()
 
     def clear(self) -> None:
@@ -247,10 +251,23 @@ class MemoryBm25Index:
     def query_tokens(self, words: Sequence[str]) -> list[str] | None:
         """Each query word's one FTS5 token, or None when a word is not exactly one token: FTS5
         matches such a word as a phrase, by position, which this index does not hold."""
-        tokens_of = self._tokenizer.tokens(words)
-        if any(len(tokens_of[w]) != 1 for w in words):
+        tokens = [self._query_word_tokens(word) for word in words]
+        if any(len(t) != 1 for t in tokens):
             return None
-        return [tokens_of[w][0] for w in words]
+        return [t[0] for t in tokens]
+
+    def _query_word_tokens(self, word: str) -> tuple[str, ...]:
+        """A query word's tokens, remembered in a bounded cache (queries repeat words; tenants
+        choose them, so the cache must not grow with what they send)."""
+        with self._query_words_lock:
+            found = self._query_words.get(word)
+        if found is None:
+            found = self._tokenizer.tokens([word])[word]
+            with self._query_words_lock:
+                if len(self._query_words) >= self._query_words_max:
+                    del self._query_words[next(iter(self._query_words))]  # the oldest entry
+                self._query_words[word] = found
+        return found
 
     def scores(self, tokens: Sequence[str], row_filter: RowFilter) -> tuple[np.ndarray, np.ndarray]:
         """(rowids, scores) of every row holding a query token and passing the filter, unordered.

@@ -237,3 +237,12 @@ def test_a_query_sees_a_write_whole_or_not_at_all(tmp_path):
         reader.join()
     store.close()
     assert seen and not problems
+
+
+def test_query_word_cache_stays_bounded():
+    index = MemoryBm25Index(Fts5Tokenizer(), query_words=3)
+    for word in ["charging", "maps", "docks", "batteries", "充电"]:
+        assert len(index.query_tokens([word])) == 1
+    assert index.query_tokens(["charging", "don't"]) is None
+    assert index.query_tokens(["charging", "maps"]) == ["charg", "map"]
+    assert len(index._query_words) == 3

@@ -34,31 +34,59 @@ _INT_BYTES = sys.getsizeof(2**20)  # a Python int past the small-int cache
 
 
 class Fts5Tokenizer:
-    """Words to FTS5 tokens through an in-memory FTS5 table with the store's tokenizer."""
+    """Words to FTS5 tokens through an in-memory FTS5 table with the store's tokenizer.
 
-    def __init__(self, tokenize: str = TOKENIZE):
+    The tokens of the last `remembered` distinct words are kept (oldest forgotten first): word
+    frequencies are Zipfian, so most words of a batch or a query are known; tenants choose query
+    words, so what is kept must stay bounded.
+    """
+
+    def __init__(self, tokenize: str = TOKENIZE, *, remembered: int = 100_000):
         self._lock = threading.Lock()
+        self._remembered = remembered
+        self._known: dict[str, tuple[str, ...]] = {}  # insertion-ordered: oldest first
         self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         self._db.execute(f"CREATE VIRTUAL TABLE words USING fts5(word, tokenize='{tokenize}')")
         self._db.execute("CREATE VIRTUAL TABLE word_tokens USING fts5vocab(words, instance)")
 
     def tokens(self, words: Iterable[str]) -> dict[str, tuple[str, ...]]:
         """Each distinct word's tokens in order (empty when FTS5 keeps nothing of it)."""
-        distinct = list(dict.fromkeys(words))
-        found: list[list[str]] = [[] for _ in distinct]
         with self._lock:
+            known = self._known
+            found = {word: known.get(word) for word in words}
+            unknown = [word for word, tokens in found.items() if tokens is None]
+            if not unknown:
+                return found
+            new: list[list[str]] = [[] for _ in unknown]
             self._db.execute("BEGIN")
             try:
-                self._db.executemany("INSERT INTO words(rowid, word) VALUES (?, ?)", enumerate(distinct))
+                self._db.executemany("INSERT INTO words(rowid, word) VALUES (?, ?)", enumerate(unknown))
                 for row, term in self._db.execute("SELECT doc, term FROM word_tokens ORDER BY doc, offset"):
-                    found[row].append(term)
+                    new[row].append(term)
             finally:
                 self._db.execute("ROLLBACK")
-        return {word: tuple(terms) for word, terms in zip(distinct, found)}
+            for word, terms in zip(unknown, new):
+                found[word] = known[word] = tuple(terms)
+            for _ in range(len(known) - self._remembered):
+                del known[next(iter(known))]
+            return found
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+_shared_lock = threading.Lock()
+_shared: Fts5Tokenizer | None = None
+
+
+def shared_tokenizer() -> Fts5Tokenizer:
+    """One tokenizer (and word memory) for every store of the process: the tokenizer is the same for all."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = Fts5Tokenizer()
+        return _shared
 
 
 @dataclass(frozen=True)
@@ -119,14 +147,10 @@ class _Columns:
 class MemoryBm25Index:
     """BM25 postings of one SQLite FTS5 table. Not thread-safe: the store calls it under its own lock."""
 
-    def __init__(self, tokenizer: Fts5Tokenizer, *, compact_after: int = 65536, query_words: int = 20_000):
-        """`compact_after`: dead postings (at least) before deleted rows' postings are dropped;
-        `query_words`: how many query words' tokens are remembered."""
+    def __init__(self, tokenizer: Fts5Tokenizer, *, compact_after: int = 65536):
+        """`compact_after`: dead postings (at least) before deleted rows' postings are dropped."""
         self._tokenizer = tokenizer
         self._compact_after = compact_after
-        self._query_words_max = query_words
-        self._query_words: dict[str, tuple[str, ...]] = {}  # insertion-ordered: oldest first
-        self._query_words_lock = threading.Lock()
         self.clear()
 
     def clear(self) -> None:
@@ -251,23 +275,10 @@ class MemoryBm25Index:
     def query_tokens(self, words: Sequence[str]) -> list[str] | None:
         """Each query word's one FTS5 token, or None when a word is not exactly one token: FTS5
         matches such a word as a phrase, by position, which this index does not hold."""
-        tokens = [self._query_word_tokens(word) for word in words]
-        if any(len(t) != 1 for t in tokens):
+        tokens_of = self._tokenizer.tokens(words)
+        if any(len(tokens_of[w]) != 1 for w in words):
             return None
-        return [t[0] for t in tokens]
-
-    def _query_word_tokens(self, word: str) -> tuple[str, ...]:
-        """A query word's tokens, remembered in a bounded cache (queries repeat words; tenants
-        choose them, so the cache must not grow with what they send)."""
-        with self._query_words_lock:
-            found = self._query_words.get(word)
-        if found is None:
-            found = self._tokenizer.tokens([word])[word]
-            with self._query_words_lock:
-                if len(self._query_words) >= self._query_words_max:
-                    del self._query_words[next(iter(self._query_words))]  # the oldest entry
-                self._query_words[word] = found
-        return found
+        return [tokens_of[w][0] for w in words]
 
     def scores(self, tokens: Sequence[str], row_filter: RowFilter) -> tuple[np.ndarray, np.ndarray]:
         """(rowids, scores) of every row holding a query token and passing the filter, unordered.

@@ -28,7 +28,7 @@ from shared.contracts import chunk_pb2
 from shared.stores.acl import acl_clause_groups, chunk_groups
 from shared.stores.base import require_namespaces, sibling_fetch_args
 from shared.stores.filters import metadata_pairs
-from shared.stores.memory_bm25 import Fts5Tokenizer, IndexedRow, MemoryBm25Index, PreparedRows, RowFilter, ranked
+from shared.stores.memory_bm25 import IndexedRow, MemoryBm25Index, PreparedRows, RowFilter, ranked, shared_tokenizer
 from shared.text import Analyzer, analyze, query_terms
 
 logger = logging.getLogger(__name__)
@@ -64,8 +64,7 @@ class SqliteFtsKeywordStore:
         self._ensure_group_column()
         self._ensure_acl_column()
         self._ensure_metadata_column()
-        self._tokenizer = Fts5Tokenizer() if memory_index else None
-        self._index = MemoryBm25Index(self._tokenizer) if memory_index else None
+        self._index = MemoryBm25Index(shared_tokenizer()) if memory_index else None
         self._indexed_version: int | None = None  # PRAGMA data_version the index reflects
         if self._index is not None:
             with self._lock:
@@ -276,8 +275,8 @@ class SqliteFtsKeywordStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-            if self._tokenizer is not None:
-                self._tokenizer.close()
+            if self._index is not None:
+                self._index.clear()  # its memory goes with the store
 
     def _ensure_metadata_column(self) -> None:
         """Add the metadata column (metadata filters) to a database created before it existed."""

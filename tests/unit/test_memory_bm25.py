@@ -239,10 +239,13 @@ def test_a_query_sees_a_write_whole_or_not_at_all(tmp_path):
     assert seen and not problems
 
 
-def test_query_word_cache_stays_bounded():
-    index = MemoryBm25Index(Fts5Tokenizer(), query_words=3)
+def test_tokenizer_remembers_a_bounded_number_of_words():
+    tokenizer = Fts5Tokenizer(remembered=3)
+    index = MemoryBm25Index(tokenizer)
     for word in ["charging", "maps", "docks", "batteries", "充电"]:
         assert len(index.query_tokens([word])) == 1
     assert index.query_tokens(["charging", "don't"]) is None
     assert index.query_tokens(["charging", "maps"]) == ["charg", "map"]
-    assert len(index._query_words) == 3
+    assert tokenizer.tokens(["don't", "3.5", "Café", "charging"]) == {
+        "don't": ("don", "t"), "3.5": ("3", "5"), "Café": ("cafe",), "charging": ("charg",)}
+    assert len(tokenizer._known) == 3

@@ -71,10 +71,6 @@ class Fts5Tokenizer:
                 del known[next(iter(known))]
             return found
 
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
 
 _shared_lock = threading.Lock()
 _shared: Fts5Tokenizer | None = None

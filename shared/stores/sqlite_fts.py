@@ -200,17 +200,19 @@ class SqliteFtsKeywordStore:
 
     def _rebuild_index_locked(self) -> None:
         """The in-memory index from every stored row, read in one transaction."""
+        self._indexed_version = None  # until the whole file is in it
         self._index.clear()
         with _transaction(self._db, "BEGIN"):
-            self._indexed_version = self._db.execute("PRAGMA data_version").fetchone()[0]
+            version = self._db.execute("PRAGMA data_version").fetchone()[0]
             cursor = self._db.execute(
                 "SELECT f.rowid, f.terms, c.namespace, c.doc_id, c.block_type "
                 "FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid ORDER BY f.rowid")
             while batch := cursor.fetchmany(5000):
                 self._index.add(self._index.prepare([IndexedRow(*row) for row in batch]))
+        self._indexed_version = version
 
     def index_bytes(self) -> int:
-        """Bytes of the in-memory index's postings and row columns (0 without one)."""
+        """Bytes the in-memory index holds (`MemoryBm25Index.nbytes`; 0 without one)."""
         with self._lock:
             return self._index.nbytes() if self._index is not None else 0
 

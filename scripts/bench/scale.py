@@ -14,7 +14,8 @@ At every size it measures
   (`VectorStore.search`, the query vector given), and of `Retriever.retrieve` end to end
   (query embedding by the KB's model, both routes, fusion), one query at a time;
 - recall@10 of the dense route against exact search (numpy over the same vectors);
-- resident memory of the engine processes and their data on disk, and both per million chunks.
+- resident memory of the engine processes (the embedded keyword store: the bytes of its in-memory BM25
+  index, which lives in this process), of the bench process, and their data on disk, and both per million chunks.
 
 The text comes from a seeded generator: words drawn from the word frequencies of the SciFact
 corpus (English) and of CMRC 2018 (Chinese, jieba words), whose rank/frequency curves are

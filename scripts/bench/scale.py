@@ -14,7 +14,8 @@ At every size it measures
   (`VectorStore.search`, the query vector given), and of `Retriever.retrieve` end to end
   (query embedding by the KB's model, both routes, fusion), one query at a time;
 - recall@10 of the dense route against exact search (numpy over the same vectors);
-- resident memory of the engine processes and their data on disk, and both per million chunks.
+- resident memory of the engine processes (the embedded keyword store: the bytes of its in-memory BM25
+  index, which lives in this process), of the bench process, and their data on disk, and both per million chunks.
 
 The text comes from a seeded generator: words drawn from the word frequencies of the SciFact
 corpus (English) and of CMRC 2018 (Chinese, jieba words), whose rank/frequency curves are
@@ -237,14 +238,18 @@ class Engines:
             wait_for_index(vector)
         return keyword_s, time.perf_counter() - started
 
-    def rss_mb(self) -> dict[str, float]:
+    def rss_mb(self, keyword) -> dict[str, float]:
         if self.kind == "server":
-            return {"keyword": process_tree_rss_mb(self._es.pid), "vector": process_tree_rss_mb(self._milvus.pid)}
-        # SQLite runs inside this process (its page cache is the OS's); Milvus Lite is a child process
+            return {"keyword": process_tree_rss_mb(self._es.pid), "vector": process_tree_rss_mb(self._milvus.pid),
+                    "process": status_mb(os.getpid(), "VmRSS")}
+        # SQLite runs inside this process (its page cache is the OS's): its share is the in-memory BM25
+        # index the store keeps; Milvus Lite is a child process
         children = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(os.getpid())], capture_output=True,
                                   text=True).stdout.splitlines()
         lite = [int(line.split()[0]) for line in children if "milvus" in line]
-        return {"keyword": float("nan"), "vector": sum(process_tree_rss_mb(pid) for pid in lite)}
+        return {"keyword": getattr(keyword, "index_bytes", lambda: float("nan"))() / 2**20,
+                "vector": sum(process_tree_rss_mb(pid) for pid in lite),
+                "process": status_mb(os.getpid(), "VmRSS")}
 
     def disk_mb(self) -> dict[str, float]:
         if self.kind == "server":
@@ -373,6 +378,7 @@ def print_growth(rows: list[dict]) -> None:
                ("retrieve p50 ms", "retrieve_p50_ms"), ("retrieve p95 ms", "retrieve_p95_ms"),
                ("dense recall@10", "recall10"),
                ("keyword RSS MB", "keyword_rss_mb"), ("vector RSS MB", "vector_rss_mb"),
+               ("bench process RSS MB", "process_rss_mb"),
                ("keyword disk MB", "keyword_disk_mb"), ("vector disk MB", "vector_disk_mb")]
     header = f"{'metric':<26}" + "".join(f"{s:>12,}" for s in sizes) + f"{'exponent':>10}"
     print(header)
@@ -500,7 +506,7 @@ def main() -> None:
                 exact = exact_top(all_vectors[:size], query_vectors, [chunk_id(i) for i in range(size)], 10)
                 queries = measure_queries(engines, kb, keyword, vector, retriever, texts, query_vectors, exact,
                                           args.warmup)
-                rss, disk = engines.rss_mb(), engines.disk_mb()
+                rss, disk = engines.rss_mb(keyword), engines.disk_mb()
                 row = {"kind": "size", "engines": args.engines, "chunks": size, "ingest_chunks_s": step / step_s,
                        "keyword_chunks_s": step / (keyword_s + refresh_s), "vector_chunks_s": step / (vector_s + index_s),
                        "vector_index_wait_s": round(index_s, 1),
@@ -509,6 +515,7 @@ def main() -> None:
                        "retrieve_p50_ms": queries["retrieve"][0], "retrieve_p95_ms": queries["retrieve"][1],
                        "recall10": queries["recall10"],
                        "keyword_rss_mb": rss["keyword"], "vector_rss_mb": rss["vector"],
+                       "process_rss_mb": rss["process"],
                        "keyword_disk_mb": disk["keyword"], "vector_disk_mb": disk["vector"]}
                 record(row)
                 rows.append(row)

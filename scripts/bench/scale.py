@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -197,7 +198,7 @@ def process_tree_rss_mb(pid: int) -> float:
 class Engines:
     """The two stores of one KB, where their data lives and which processes hold them."""
 
-    def __init__(self, kind: str, root: Path, index_yaml: str):
+    def __init__(self, kind: str, root: Path, index_yaml: str, es_heap: str = "2g"):
         self.kind, self.root = kind, root
         self.settings = Settings(data_dir=root / "data")
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -207,7 +208,7 @@ class Engines:
             import engines
 
             print("starting an Elasticsearch node and a Milvus server ...", file=sys.stderr)
-            self._es = engines.start_elasticsearch(root / "es", heap="2g")
+            self._es = engines.start_elasticsearch(root / "es", heap=es_heap)
             self._milvus = engines.start_milvus(root / "milvus")
             (self.settings.data_dir / "profiles.yaml").write_text(
                 f"keyword_store: {{default: {{hosts: ['{self._es.url}']}}}}\n"
@@ -329,6 +330,28 @@ def sweep_plans() -> list[tuple[str, dict, str, tuple]]:
             + [("IVF_FLAT", params, "nprobe", SWEEP_NPROBE) for params in SWEEP_IVF])
 
 
+SEARCH_KNOBS = {"HNSW": ("ef", SWEEP_EF), "IVF_FLAT": ("nprobe", SWEEP_NPROBE)}
+
+
+def search_sweep(engines: Engines, kb, queries: np.ndarray, exact, warmup: int, record) -> None:
+    """Recall@10 and dense latency of the KB's index as built, over its search knob (no rebuild: cheap at 1M)."""
+    settings = kb.vector_store
+    if settings.index_type not in SEARCH_KNOBS:
+        print(f"  {settings.index_type} has no search knob to sweep", flush=True)
+        return
+    knob, values = SEARCH_KNOBS[settings.index_type]
+    search_filter = chunk_pb2.SearchFilter(namespaces=[NAMESPACE])
+    for value in values:
+        searcher = store_with(engines, kb, settings.index_type, settings.index_params, {knob: value})
+        (p50, p95), recall = dense_latency_and_recall(searcher, queries, exact, search_filter, warmup)
+        record({"kind": "search_sweep", "engines": engines.kind, "chunks": searcher.count(),
+                "index_type": settings.index_type, "index_params": settings.index_params,
+                "search_params": {knob: value}, "queries": len(queries), "recall10": round(recall, 4),
+                "dense_p50_ms": round(p50, 2), "dense_p95_ms": round(p95, 2)})
+        print(f"  {settings.index_type} {settings.index_params} {knob}={value}: recall@10 {recall:.3f} "
+              f"({len(queries)} queries), dense p50 {p50:.1f} / p95 {p95:.1f} ms", flush=True)
+
+
 def store_with(engines: Engines, kb, index_type: str, index_params: dict, search_params: dict):
     """The KB's vector store as an operator would configure it with these index settings."""
     settings = kb.vector_store.model_copy(update={"index_type": index_type, "index_params": index_params,
@@ -436,7 +459,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated chunk counts, growing")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--batch", type=int, default=2000, help="chunks per bulk upsert call")
+    parser.add_argument("--batch", type=int, default=2000, help="chunks per write call")
+    parser.add_argument("--bulk-above", type=int, default=sys.maxsize, metavar="N",
+                        help="steps to sizes above N write through the stores' bulk-load path (Elasticsearch "
+                             "`bulk_loading`, Milvus `bulk_insert`) instead of `upsert`")
+    parser.add_argument("--es-heap", default="2g", help="Elasticsearch heap (server engines)")
+    parser.add_argument("--search-sweep", action="store_true",
+                        help="at the last size, recall and dense latency of the index as built over the search "
+                             "knob's values (HNSW ef, IVF nprobe), without rebuilding it")
     parser.add_argument("--dim", type=int, default=384, help="vector dimension (the KB's model's: MiniLM 384)")
     parser.add_argument("--chinese", type=float, default=0.1, help="share of Chinese chunks and queries")
     parser.add_argument("--seed", type=int, default=20)
@@ -461,7 +491,7 @@ def main() -> None:
                 handle.write(json.dumps(row) + "\n")
 
     with tempfile.TemporaryDirectory(prefix="ragkb-scale-", dir=args.root) as root:
-        engines = Engines(args.engines, Path(root), args.index)
+        engines = Engines(args.engines, Path(root), args.index, args.es_heap)
         retriever = Retriever(engines.settings)
         writers = ThreadPoolExecutor(2, thread_name_prefix="write")
         try:
@@ -477,7 +507,13 @@ def main() -> None:
             rows, built = [], 0
             step_started = time.perf_counter()
             for size in sizes:
+                bulk = size > args.bulk_above
                 keyword_s = vector_s = 0.0
+                loading = keyword.bulk_loading() if bulk and hasattr(keyword, "bulk_loading") else nullcontext()
+                write_vectors = vector.bulk_insert if bulk else vector.upsert
+                loading_s, _ = timed(loading.__enter__)
+                keyword_s += loading_s / 1000
+                pending = None  # the batch being written while the next one is generated
                 for start in range(built, size, args.batch):
                     chunks, vectors = [], []
                     for block in range(start // BLOCK, min(size, start + args.batch) // BLOCK):
@@ -486,13 +522,19 @@ def main() -> None:
                         vectors.append(block_vectors)
                     vectors = np.concatenate(vectors)
                     all_vectors[start:start + len(chunks)] = vectors
+                    if pending:
+                        keyword_s += pending[0].result()[0] / 1000
+                        vector_s += pending[1].result()[0] / 1000
                     # both stores at once, as the indexer writes them: each store's clock runs while it works
-                    keyword_write = writers.submit(timed, keyword.upsert, chunks)
-                    vector_write = writers.submit(timed, vector.upsert, chunks, vectors)
-                    keyword_s += keyword_write.result()[0] / 1000
-                    vector_s += vector_write.result()[0] / 1000
+                    pending = (writers.submit(timed, keyword.upsert, chunks),
+                               writers.submit(timed, write_vectors, chunks, vectors))
                     if (start // args.batch) % 25 == 0:
                         print(f"  {start + len(chunks):,} chunks written", file=sys.stderr, flush=True)
+                if pending:
+                    keyword_s += pending[0].result()[0] / 1000
+                    vector_s += pending[1].result()[0] / 1000
+                # leaving the bulk load refreshes the index: counted in the keyword store's time
+                keyword_s += timed(loading.__exit__, None, None, None)[0] / 1000
                 refresh_s, index_s = engines.make_searchable(keyword, vector)
                 step_s = time.perf_counter() - step_started
                 step = size - built
@@ -501,7 +543,8 @@ def main() -> None:
                 queries = measure_queries(engines, kb, keyword, vector, retriever, texts, query_vectors, exact,
                                           args.warmup)
                 rss, disk = engines.rss_mb(), engines.disk_mb()
-                row = {"kind": "size", "engines": args.engines, "chunks": size, "ingest_chunks_s": step / step_s,
+                row = {"kind": "size", "engines": args.engines, "chunks": size, "write_path": "bulk" if bulk else "upsert",
+                       "ingest_chunks_s": step / step_s,
                        "keyword_chunks_s": step / (keyword_s + refresh_s), "vector_chunks_s": step / (vector_s + index_s),
                        "vector_index_wait_s": round(index_s, 1),
                        "bm25_p50_ms": queries["bm25"][0], "bm25_p95_ms": queries["bm25"][1],
@@ -523,6 +566,9 @@ def main() -> None:
                     kb = kb.model_copy(update={"vector_store": kb.vector_store.model_copy(update=chosen)})
                     vector = components.vector_store_for(kb, engines.settings)
                 step_started = time.perf_counter()
+            if args.search_sweep and rows:
+                print(f"search sweep at {sizes[-1]:,} chunks:", flush=True)
+                search_sweep(engines, kb, query_vectors, exact, args.warmup, record)
             if rows:
                 print(f"\n{args.engines} engines, {args.queries} queries, depth {DEPTH}; " + common.machine_line())
                 print_growth(rows)

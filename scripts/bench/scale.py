@@ -208,7 +208,7 @@ class Engines:
             import engines
 
             print("starting an Elasticsearch node and a Milvus server ...", file=sys.stderr)
-            self._es = engines.start_elasticsearch(root / "es", heap=es_heap)
+            self._es = engines.start_elasticsearch(root / "es", heap=es_heap, optimizing_jit=True)
             self._milvus = engines.start_milvus(root / "milvus")
             (self.settings.data_dir / "profiles.yaml").write_text(
                 f"keyword_store: {{default: {{hosts: ['{self._es.url}']}}}}\n"
@@ -258,6 +258,24 @@ class Engines:
         for engine in (self._milvus, self._es):
             if engine is not None:
                 engine.stop()
+
+
+def upsert_probe(engines: Engines, corpus: SyntheticCorpus, keyword, vector, writers, start: int, end: int) -> dict:
+    """Chunks/s of the stores' own `upsert` at this size: chunks start..end written again, unchanged, both stores
+    at once, until searchable (the rate a re-ingest sees; beside a bulk-loaded step's rate, the paths compared)."""
+    keyword_s = vector_s = 0.0
+    started = time.perf_counter()
+    for block in range(start // BLOCK, end // BLOCK):
+        chunks, vectors = corpus.block(block)
+        keyword_write = writers.submit(timed, keyword.upsert, chunks)
+        vector_write = writers.submit(timed, vector.upsert, chunks, vectors)
+        keyword_s += keyword_write.result()[0] / 1000
+        vector_s += vector_write.result()[0] / 1000
+    refresh_s, index_s = engines.make_searchable(keyword, vector)
+    count = end - start
+    return {"upsert_probe_chunks": count, "upsert_probe_keyword_chunks_s": count / (keyword_s + refresh_s),
+            "upsert_probe_vector_chunks_s": count / (vector_s + index_s),
+            "upsert_probe_chunks_s": count / (time.perf_counter() - started)}
 
 
 def wait_for_index(vector, timeout_s: float = 7200) -> None:
@@ -463,6 +481,9 @@ def main() -> None:
     parser.add_argument("--bulk-above", type=int, default=sys.maxsize, metavar="N",
                         help="steps to sizes above N write through the stores' bulk-load path (Elasticsearch "
                              "`bulk_loading`, Milvus `bulk_insert`) instead of `upsert`")
+    parser.add_argument("--upsert-probe", type=int, default=0, metavar="N",
+                        help="after each size's measurements, write its last N chunks again (same content) through "
+                             "the stores' own `upsert` and report that rate beside the step's")
     parser.add_argument("--es-heap", default="2g", help="Elasticsearch heap (server engines)")
     parser.add_argument("--search-sweep", action="store_true",
                         help="at the last size, recall and dense latency of the index as built over the search "
@@ -481,8 +502,10 @@ def main() -> None:
     parser.add_argument("--root", type=Path, help="keep the engines' data here (default: a temporary folder)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    if sizes != sorted(sizes) or any(s % BLOCK for s in sizes) or args.batch % BLOCK:
-        sys.exit(f"--sizes must grow and, like --batch, be multiples of {BLOCK}")
+    if sizes != sorted(sizes) or any(s % BLOCK for s in sizes + [args.upsert_probe]) or args.batch % BLOCK:
+        sys.exit(f"--sizes must grow and, like --batch and --upsert-probe, be multiples of {BLOCK}")
+    if sizes and args.upsert_probe > sizes[0]:
+        sys.exit("--upsert-probe must not exceed the first size")
 
     def record(row: dict) -> None:
         row = {**row, "load_avg": [round(x, 2) for x in os.getloadavg()], "time": time.strftime("%H:%M:%S")}
@@ -543,6 +566,8 @@ def main() -> None:
                 queries = measure_queries(engines, kb, keyword, vector, retriever, texts, query_vectors, exact,
                                           args.warmup)
                 rss, disk = engines.rss_mb(), engines.disk_mb()
+                probe = (upsert_probe(engines, corpus, keyword, vector, writers, size - args.upsert_probe, size)
+                         if args.upsert_probe else {})
                 row = {"kind": "size", "engines": args.engines, "chunks": size, "write_path": "bulk" if bulk else "upsert",
                        "ingest_chunks_s": step / step_s,
                        "keyword_chunks_s": step / (keyword_s + refresh_s), "vector_chunks_s": step / (vector_s + index_s),
@@ -552,7 +577,7 @@ def main() -> None:
                        "retrieve_p50_ms": queries["retrieve"][0], "retrieve_p95_ms": queries["retrieve"][1],
                        "recall10": queries["recall10"],
                        "keyword_rss_mb": rss["keyword"], "vector_rss_mb": rss["vector"],
-                       "keyword_disk_mb": disk["keyword"], "vector_disk_mb": disk["vector"]}
+                       "keyword_disk_mb": disk["keyword"], "vector_disk_mb": disk["vector"], **probe}
                 record(row)
                 rows.append(row)
                 print(f"{size:,} chunks: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()

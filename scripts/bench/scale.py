@@ -4,7 +4,7 @@
     python scripts/bench/scale.py --engines server --sizes 10000,100000,1000000 --sweep-at 100000
 
 One KB grows through the sizes: the chunks of each step are added to the chunks of the step
-before, batch by batch, through the stores' own bulk `upsert` (SQLite FTS5 + Milvus Lite, or
+before, batch by batch, through the stores' own bulk `upsert` or their bulk-load path (SQLite FTS5 + Milvus Lite, or
 Elasticsearch + a Milvus 2.3.5 server started the way the tests start them, scripts/engines.py).
 At every size it measures
 
@@ -22,6 +22,12 @@ Zipfian, plus a Zipfian tail of rare made-up words so the vocabulary keeps growi
 corpus as a real one does; `--chinese` of the chunks are Chinese. Vectors are synthetic unit
 vectors (`--dim`), clustered around topic centres the way document embeddings are, not
 uniform noise (on which no ANN index is meaningful); queries are drawn the same way.
+
+`--bulk-above N` writes the steps to sizes above N through the stores' bulk-load path (Elasticsearch
+`bulk_loading`, Milvus `bulk_insert`) instead of `upsert`; each result row names its `write_path`.
+`--upsert-probe N` writes the last N chunks of every size again, unchanged, through the stores' own `upsert`
+after that size's measurements, so both paths' rates are measured at every size of one run. `--search-sweep`
+measures the index as built over its search knob (HNSW ef, IVF nprobe) at the last size, without a rebuild.
 
 `--sweep-at N` (server engines) rebuilds the Milvus index at size N over a sweep of HNSW
 (M, efConstruction) x ef and IVF_FLAT nlist x nprobe and prints recall@10 against exact search

@@ -138,11 +138,13 @@ def _compile_launcher(cache: Path, server_jars: list[str]) -> Path:
 class ElasticsearchNode:
     """One real Elasticsearch node in its own JVM; data under `home`, kept across stop/start."""
 
-    def __init__(self, home: Path, *, heap: str = "1g", cache: Path | None = None):
+    def __init__(self, home: Path, *, heap: str = "1g", cache: Path | None = None, optimizing_jit: bool = False):
+        """`optimizing_jit`: run the JVM's C2 compiler, for long loads (benchmarks); tests start faster on C1 alone."""
         if shutil.which("java") is None:
             raise EngineError("Java 17 is needed to run Elasticsearch; apt-get install openjdk-17-jre-headless")
         self.home = Path(home).resolve()
         self.heap = heap
+        self.optimizing_jit = optimizing_jit
         self.cache = Path(cache) if cache else Path.home() / ".cache" / "ragkb" / "elasticsearch"
         self.http_port = free_port()
         self.transport_port = free_port()
@@ -166,7 +168,8 @@ class ElasticsearchNode:
                 shutil.copy2(jar, module_dir)
         (module_dir / "plugin-descriptor.properties").write_text(ES_MODULE_DESCRIPTOR)
         log = self.home / "node.log"
-        command = ["java", f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        jit = [] if self.optimizing_jit else ["-XX:TieredStopAtLevel=1"]
+        command = ["java", f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseSerialGC", *jit,
                    "-Djava.awt.headless=true", "-Dlog4j2.disable.jmx=true",
                    "--module-path", os.pathsep.join(server), "--add-modules", "ALL-MODULE-PATH",
                    "-cp", str(classes), "ElasticsearchNode", str(self.home), str(self.http_port),

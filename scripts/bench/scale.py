@@ -4,7 +4,7 @@
     python scripts/bench/scale.py --engines server --sizes 10000,100000,1000000 --sweep-at 100000
 
 One KB grows through the sizes: the chunks of each step are added to the chunks of the step
-before, batch by batch, through the stores' own bulk `upsert` (SQLite FTS5 + Milvus Lite, or
+before, batch by batch, through the stores' own bulk `upsert` or their bulk-load path (SQLite FTS5 + Milvus Lite, or
 Elasticsearch + a Milvus 2.3.5 server started the way the tests start them, scripts/engines.py).
 At every size it measures
 
@@ -23,6 +23,12 @@ Zipfian, plus a Zipfian tail of rare made-up words so the vocabulary keeps growi
 corpus as a real one does; `--chinese` of the chunks are Chinese. Vectors are synthetic unit
 vectors (`--dim`), clustered around topic centres the way document embeddings are, not
 uniform noise (on which no ANN index is meaningful); queries are drawn the same way.
+
+`--bulk-above N` writes the steps to sizes above N through the stores' bulk-load path (Elasticsearch
+`bulk_loading`, Milvus `bulk_insert`) instead of `upsert`; each result row names its `write_path`.
+`--upsert-probe N` writes the last N chunks of every size again, unchanged, through the stores' own `upsert`
+after that size's measurements, so both paths' rates are measured at every size of one run. `--search-sweep`
+measures the index as built over its search knob (HNSW ef, IVF nprobe) at the last size, without a rebuild.
 
 `--sweep-at N` (server engines) rebuilds the Milvus index at size N over a sweep of HNSW
 (M, efConstruction) x ef and IVF_FLAT nlist x nprobe and prints recall@10 against exact search
@@ -43,6 +49,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -198,7 +205,7 @@ def process_tree_rss_mb(pid: int) -> float:
 class Engines:
     """The two stores of one KB, where their data lives and which processes hold them."""
 
-    def __init__(self, kind: str, root: Path, index_yaml: str):
+    def __init__(self, kind: str, root: Path, index_yaml: str, es_heap: str = "2g"):
         self.kind, self.root = kind, root
         self.settings = Settings(data_dir=root / "data")
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -208,7 +215,7 @@ class Engines:
             import engines
 
             print("starting an Elasticsearch node and a Milvus server ...", file=sys.stderr)
-            self._es = engines.start_elasticsearch(root / "es", heap="2g")
+            self._es = engines.start_elasticsearch(root / "es", heap=es_heap, optimizing_jit=True)
             self._milvus = engines.start_milvus(root / "milvus")
             (self.settings.data_dir / "profiles.yaml").write_text(
                 f"keyword_store: {{default: {{hosts: ['{self._es.url}']}}}}\n"
@@ -262,6 +269,24 @@ class Engines:
         for engine in (self._milvus, self._es):
             if engine is not None:
                 engine.stop()
+
+
+def upsert_probe(engines: Engines, corpus: SyntheticCorpus, keyword, vector, writers, start: int, end: int) -> dict:
+    """Chunks/s of the stores' own `upsert` at this size: chunks start..end written again, unchanged, both stores
+    at once, until searchable (the rate a re-ingest sees; beside a bulk-loaded step's rate, the paths compared)."""
+    keyword_s = vector_s = 0.0
+    started = time.perf_counter()
+    for block in range(start // BLOCK, end // BLOCK):
+        chunks, vectors = corpus.block(block)
+        keyword_write = writers.submit(timed, keyword.upsert, chunks)
+        vector_write = writers.submit(timed, vector.upsert, chunks, vectors)
+        keyword_s += keyword_write.result()[0] / 1000
+        vector_s += vector_write.result()[0] / 1000
+    refresh_s, index_s = engines.make_searchable(keyword, vector)
+    count = end - start
+    return {"upsert_probe_chunks": count, "upsert_probe_keyword_chunks_s": count / (keyword_s + refresh_s),
+            "upsert_probe_vector_chunks_s": count / (vector_s + index_s),
+            "upsert_probe_chunks_s": count / (time.perf_counter() - started)}
 
 
 def wait_for_index(vector, timeout_s: float = 7200) -> None:
@@ -332,6 +357,28 @@ def sweep_plans() -> list[tuple[str, dict, str, tuple]]:
     """(index type, build parameters, search knob, its values) of the index sweep."""
     return ([("HNSW", params, "ef", SWEEP_EF) for params in SWEEP_HNSW]
             + [("IVF_FLAT", params, "nprobe", SWEEP_NPROBE) for params in SWEEP_IVF])
+
+
+SEARCH_KNOBS = {"HNSW": ("ef", SWEEP_EF), "IVF_FLAT": ("nprobe", SWEEP_NPROBE)}
+
+
+def search_sweep(engines: Engines, kb, queries: np.ndarray, exact, warmup: int, record) -> None:
+    """Recall@10 and dense latency of the KB's index as built, over its search knob (no rebuild: cheap at 1M)."""
+    settings = kb.vector_store
+    if settings.index_type not in SEARCH_KNOBS:
+        print(f"  {settings.index_type} has no search knob to sweep", flush=True)
+        return
+    knob, values = SEARCH_KNOBS[settings.index_type]
+    search_filter = chunk_pb2.SearchFilter(namespaces=[NAMESPACE])
+    for value in values:
+        searcher = store_with(engines, kb, settings.index_type, settings.index_params, {knob: value})
+        (p50, p95), recall = dense_latency_and_recall(searcher, queries, exact, search_filter, warmup)
+        record({"kind": "search_sweep", "engines": engines.kind, "chunks": searcher.count(),
+                "index_type": settings.index_type, "index_params": settings.index_params,
+                "search_params": {knob: value}, "queries": len(queries), "recall10": round(recall, 4),
+                "dense_p50_ms": round(p50, 2), "dense_p95_ms": round(p95, 2)})
+        print(f"  {settings.index_type} {settings.index_params} {knob}={value}: recall@10 {recall:.3f} "
+              f"({len(queries)} queries), dense p50 {p50:.1f} / p95 {p95:.1f} ms", flush=True)
 
 
 def store_with(engines: Engines, kb, index_type: str, index_params: dict, search_params: dict):
@@ -442,7 +489,17 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated chunk counts, growing")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--batch", type=int, default=2000, help="chunks per bulk upsert call")
+    parser.add_argument("--batch", type=int, default=2000, help="chunks per write call")
+    parser.add_argument("--bulk-above", type=int, default=sys.maxsize, metavar="N",
+                        help="steps to sizes above N write through the stores' bulk-load path (Elasticsearch "
+                             "`bulk_loading`, Milvus `bulk_insert`) instead of `upsert`")
+    parser.add_argument("--upsert-probe", type=int, default=0, metavar="N",
+                        help="after each size's measurements, write its last N chunks again (same content) through "
+                             "the stores' own `upsert` and report that rate beside the step's")
+    parser.add_argument("--es-heap", default="2g", help="Elasticsearch heap (server engines)")
+    parser.add_argument("--search-sweep", action="store_true",
+                        help="at the last size, recall and dense latency of the index as built over the search "
+                             "knob's values (HNSW ef, IVF nprobe), without rebuilding it")
     parser.add_argument("--dim", type=int, default=384, help="vector dimension (the KB's model's: MiniLM 384)")
     parser.add_argument("--chinese", type=float, default=0.1, help="share of Chinese chunks and queries")
     parser.add_argument("--seed", type=int, default=20)
@@ -457,8 +514,10 @@ def main() -> None:
     parser.add_argument("--root", type=Path, help="keep the engines' data here (default: a temporary folder)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    if sizes != sorted(sizes) or any(s % BLOCK for s in sizes) or args.batch % BLOCK:
-        sys.exit(f"--sizes must grow and, like --batch, be multiples of {BLOCK}")
+    if sizes != sorted(sizes) or any(s % BLOCK for s in sizes + [args.upsert_probe]) or args.batch % BLOCK:
+        sys.exit(f"--sizes must grow and, like --batch and --upsert-probe, be multiples of {BLOCK}")
+    if sizes and args.upsert_probe > sizes[0]:
+        sys.exit("--upsert-probe must not exceed the first size")
 
     def record(row: dict) -> None:
         row = {**row, "load_avg": [round(x, 2) for x in os.getloadavg()], "time": time.strftime("%H:%M:%S")}
@@ -467,7 +526,7 @@ def main() -> None:
                 handle.write(json.dumps(row) + "\n")
 
     with tempfile.TemporaryDirectory(prefix="ragkb-scale-", dir=args.root) as root:
-        engines = Engines(args.engines, Path(root), args.index)
+        engines = Engines(args.engines, Path(root), args.index, args.es_heap)
         retriever = Retriever(engines.settings)
         writers = ThreadPoolExecutor(2, thread_name_prefix="write")
         try:
@@ -483,7 +542,13 @@ def main() -> None:
             rows, built = [], 0
             step_started = time.perf_counter()
             for size in sizes:
+                bulk = size > args.bulk_above
                 keyword_s = vector_s = 0.0
+                loading = keyword.bulk_loading() if bulk and hasattr(keyword, "bulk_loading") else nullcontext()
+                write_vectors = vector.bulk_insert if bulk else vector.upsert
+                loading_s, _ = timed(loading.__enter__)
+                keyword_s += loading_s / 1000
+                pending = None  # the batch being written while the next one is generated
                 for start in range(built, size, args.batch):
                     chunks, vectors = [], []
                     for block in range(start // BLOCK, min(size, start + args.batch) // BLOCK):
@@ -492,13 +557,19 @@ def main() -> None:
                         vectors.append(block_vectors)
                     vectors = np.concatenate(vectors)
                     all_vectors[start:start + len(chunks)] = vectors
+                    if pending:
+                        keyword_s += pending[0].result()[0] / 1000
+                        vector_s += pending[1].result()[0] / 1000
                     # both stores at once, as the indexer writes them: each store's clock runs while it works
-                    keyword_write = writers.submit(timed, keyword.upsert, chunks)
-                    vector_write = writers.submit(timed, vector.upsert, chunks, vectors)
-                    keyword_s += keyword_write.result()[0] / 1000
-                    vector_s += vector_write.result()[0] / 1000
+                    pending = (writers.submit(timed, keyword.upsert, chunks),
+                               writers.submit(timed, write_vectors, chunks, vectors))
                     if (start // args.batch) % 25 == 0:
                         print(f"  {start + len(chunks):,} chunks written", file=sys.stderr, flush=True)
+                if pending:
+                    keyword_s += pending[0].result()[0] / 1000
+                    vector_s += pending[1].result()[0] / 1000
+                # leaving the bulk load refreshes the index: counted in the keyword store's time
+                keyword_s += timed(loading.__exit__, None, None, None)[0] / 1000
                 refresh_s, index_s = engines.make_searchable(keyword, vector)
                 step_s = time.perf_counter() - step_started
                 step = size - built
@@ -507,7 +578,10 @@ def main() -> None:
                 queries = measure_queries(engines, kb, keyword, vector, retriever, texts, query_vectors, exact,
                                           args.warmup)
                 rss, disk = engines.rss_mb(keyword), engines.disk_mb()
-                row = {"kind": "size", "engines": args.engines, "chunks": size, "ingest_chunks_s": step / step_s,
+                probe = (upsert_probe(engines, corpus, keyword, vector, writers, size - args.upsert_probe, size)
+                         if args.upsert_probe else {})
+                row = {"kind": "size", "engines": args.engines, "chunks": size, "write_path": "bulk" if bulk else "upsert",
+                       "ingest_chunks_s": step / step_s,
                        "keyword_chunks_s": step / (keyword_s + refresh_s), "vector_chunks_s": step / (vector_s + index_s),
                        "vector_index_wait_s": round(index_s, 1),
                        "bm25_p50_ms": queries["bm25"][0], "bm25_p95_ms": queries["bm25"][1],
@@ -516,7 +590,7 @@ def main() -> None:
                        "recall10": queries["recall10"],
                        "keyword_rss_mb": rss["keyword"], "vector_rss_mb": rss["vector"],
                        "process_rss_mb": rss["process"],
-                       "keyword_disk_mb": disk["keyword"], "vector_disk_mb": disk["vector"]}
+                       "keyword_disk_mb": disk["keyword"], "vector_disk_mb": disk["vector"], **probe}
                 record(row)
                 rows.append(row)
                 print(f"{size:,} chunks: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()
@@ -530,6 +604,9 @@ def main() -> None:
                     kb = kb.model_copy(update={"vector_store": kb.vector_store.model_copy(update=chosen)})
                     vector = components.vector_store_for(kb, engines.settings)
                 step_started = time.perf_counter()
+            if args.search_sweep and rows:
+                print(f"search sweep at {sizes[-1]:,} chunks:", flush=True)
+                search_sweep(engines, kb, query_vectors, exact, args.warmup, record)
             if rows:
                 print(f"\n{args.engines} engines, {args.queries} queries, depth {DEPTH}; " + common.machine_line())
                 print_growth(rows)

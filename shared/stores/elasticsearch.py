@@ -28,7 +28,8 @@ import functools
 import hashlib
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 from shared.contracts import chunk_pb2
 from shared.errors import FailedPrecondition, Unavailable
@@ -39,6 +40,11 @@ from shared.text import Analyzer, analyze, query_terms
 
 SCHEMA_VERSION = 1
 BULK_BATCH = 500
+# chunks per bulk request inside `bulk_loading` (a few MB of analyzed terms and payloads per request)
+BULK_LOAD_BATCH = 2000
+# index settings while `bulk_loading`: no periodic refresh, and the translog fsynced every few seconds
+# instead of per request (a crash loses the last seconds of the load, which the load's caller writes again)
+BULK_LOAD_SETTINGS = {"index.refresh_interval": "-1", "index.translog.durability": "async"}
 PAGE = 1000
 REFRESH_POLICIES = ("wait_for", "true", "false")
 _PREFIX = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
@@ -121,6 +127,7 @@ class ElasticsearchKeywordStore:
         self._client = Elasticsearch(hosts, request_timeout=request_timeout_s, max_retries=max_retries,
                                      retry_on_timeout=True, retry_on_status=(429, 502, 503, 504))
         self._lock = threading.Lock()
+        self._bulk_loads = 0  # `bulk_loading` blocks open on this store
         self._guard(self._ensure_index, shards, replicas)
 
     def _ensure_index(self, shards: int, replicas: int) -> None:
@@ -145,19 +152,49 @@ class ElasticsearchKeywordStore:
                 raise
 
     def upsert(self, chunks: Sequence[chunk_pb2.KnowledgeChunk]) -> None:
-        for start in range(0, len(chunks), BULK_BATCH):
-            batch = chunks[start:start + BULK_BATCH]
+        loading = self._bulk_loads > 0
+        size = BULK_LOAD_BATCH if loading else BULK_BATCH
+        for start in range(0, len(chunks), size):
+            batch = chunks[start:start + size]
             operations: list[dict] = []
             for chunk in batch:
                 operations.append({"index": {"_index": self.index, "_id": chunk.chunk_id}})
                 operations.append(self._document(chunk))
-            response = self._guard(self._client.bulk, operations=operations, refresh=self._refresh)
+            response = self._guard(self._client.bulk, operations=operations,
+                                   refresh="false" if loading else self._refresh)
             failures = [(item["index"]["_id"], item["index"].get("error"))
                         for item in response["items"] if item["index"].get("error")]
             if failures:
                 shown = "; ".join(f"{cid}: {_reason(err)}" for cid, err in failures[:3])
                 raise FailedPrecondition(f"elasticsearch rejected {len(failures)} of {len(batch)} chunks in "
                                          f"{self.index}: {shown}")
+
+    @contextmanager
+    def bulk_loading(self) -> Iterator[None]:
+        """Write many chunks fast (a first load, a re-index): no index refresh until the block ends.
+
+        Inside the block `upsert` sends bulk requests of BULK_LOAD_BATCH chunks without refresh and the
+        index runs with BULK_LOAD_SETTINGS, so Elasticsearch builds no small segments to merge later; the
+        documents are the same `upsert` writes. On exit the previous settings are restored and the index
+        refreshed: every chunk written inside is searchable when the block returns. Searches inside the
+        block see the index as of its start.
+        """
+        with self._lock:
+            if self._bulk_loads == 0:
+                settings = self._guard(self._client.indices.get_settings, index=self.index, flat_settings=True)
+                current = settings[self.index]["settings"]
+                self._before_load = {key: current.get(key) for key in BULK_LOAD_SETTINGS}
+                self._guard(self._client.indices.put_settings, index=self.index, settings=BULK_LOAD_SETTINGS)
+            self._bulk_loads += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._bulk_loads -= 1
+                if self._bulk_loads == 0:
+                    # None puts a setting the index did not have back on Elasticsearch's default
+                    self._guard(self._client.indices.put_settings, index=self.index, settings=self._before_load)
+                    self._guard(self._client.indices.refresh, index=self.index)
 
     def _document(self, chunk: chunk_pb2.KnowledgeChunk) -> dict:
         return {

@@ -203,6 +203,52 @@ def test_es_rejected_writes_name_the_chunks_and_keep_stored_data(es_store, es):
     assert ids(es_store.search("battery", only("a"), 5)) == ["kept"] and es_store.count() == 1
 
 
+def tenant_chunks(version: str) -> list[chunk_pb2.KnowledgeChunk]:
+    """Chunks of two namespaces, one readable by a group only, one with metadata: the fields tenancy rests on."""
+    return [chunk("t1", f"battery safety {version}", metadata={"acl": "hr, finance"}),
+            chunk("t2", f"battery recycling {version}", metadata={"lang": "en"}),
+            chunk("t3", f"电池 回收 {version}", namespace="b", doc_id="d2")]
+
+
+def es_sources(store: ElasticsearchKeywordStore) -> dict[str, dict]:
+    hits = store._client.search(index=store.index, query={"match_all": {}}, size=100)["hits"]["hits"]
+    return {hit["_id"]: hit["_source"] for hit in hits}
+
+
+def test_es_bulk_loading_writes_what_upsert_writes_then_refreshes_and_restores_settings(es, es_store):
+    loaded = ElasticsearchKeywordStore([es.url], kb=unique("bulk"), request_timeout_s=5)
+    try:
+        loaded._client.indices.put_settings(index=loaded.index, settings={"index.refresh_interval": "7s"})
+        es_store.upsert(tenant_chunks("v1"))
+        with loaded.bulk_loading():
+            loaded.upsert(tenant_chunks("v1"))
+            # nothing is refreshed inside the block
+            assert loaded.search("battery", only("a"), 5) == []
+        assert es_sources(loaded) == es_sources(es_store)
+        assert ids(loaded.search("battery", only("a", acl_enforced=True, acl_groups=["finance"]), 5)) == ["t1", "t2"]
+        assert ids(loaded.search("battery", only("a", acl_enforced=True, acl_groups=["sales"]), 5)) == ["t2"]
+        assert ids(loaded.search("电池", only("a"), 5)) == [] and ids(loaded.search("电池", only("b"), 5)) == ["t3"]
+        settings = loaded._client.indices.get_settings(index=loaded.index, flat_settings=True)[loaded.index]["settings"]
+        assert settings["index.refresh_interval"] == "7s" and "index.translog.durability" not in settings
+    finally:
+        loaded.drop()
+        loaded.close()
+
+
+def test_es_bulk_loading_restores_settings_when_a_write_fails(es_store):
+    es_store.upsert([chunk("kept", "battery facts")])
+    es_store._client.indices.put_settings(index=es_store.index, settings={"index.blocks.write": True})
+    try:
+        with pytest.raises(FailedPrecondition, match="rejected 1 of 1 chunks"):
+            with es_store.bulk_loading():
+                es_store.upsert([chunk("new1", "x")])
+    finally:
+        es_store._client.indices.put_settings(index=es_store.index, settings={"index.blocks.write": None})
+    settings = es_store._client.indices.get_settings(index=es_store.index, flat_settings=True)[es_store.index]
+    assert "index.refresh_interval" not in settings["settings"]
+    assert ids(es_store.search("battery", only("a"), 5)) == ["kept"] and es_store.count() == 1
+
+
 def test_es_refuses_an_index_built_with_another_analyzer(es):
     kb = unique("analyzer")
     first = ElasticsearchKeywordStore([es.url], kb=kb, analyzer="jieba")
@@ -248,6 +294,36 @@ def test_milvus_server_filters_namespaces_metadata_and_deletes(milvus):
     assert store.chunks_by_group(["b"], ["g1"]) == [] and store.delete_ids(["p1", "p2"]) == 2
     assert store.delete_document("b", "d2") == 1 and store.count() == 3
     store.drop()
+
+
+def test_milvus_bulk_insert_writes_what_upsert_writes_and_never_stores_a_chunk_twice(milvus):
+    def store():
+        return MilvusVectorStore(milvus.uri, kb=unique("bulk").replace("-", "_"), model_id="test", dimension=4,
+                                 index_type="HNSW", index_params={"M": 8, "efConstruction": 32})
+
+    upserted, inserted = store(), store()
+    vectors = np.eye(4, dtype=np.float32)[:3]
+    try:
+        upserted.upsert(tenant_chunks("v1"), vectors)
+        inserted.bulk_insert(tenant_chunks("v1"), vectors)
+
+        def rows(target):
+            found = target._client.query(target.collection, filter='id != ""', output_fields=["*"],
+                                         consistency_level="Strong")
+            return sorted(({k: v for k, v in row.items() if k != "vector"} for row in found), key=lambda r: r["id"])
+
+        assert rows(inserted) == rows(upserted)
+        assert ids(inserted.search(vectors[0], only("a", metadata={"lang": "en"}), 5)) == ["t2"]
+        assert ids(inserted.search(vectors[2], only("b"), 5)) == ["t3"]
+        # the same batch again (a redelivered job), one chunk reworded: replaced, not stored twice
+        inserted.bulk_insert(tenant_chunks("v2") + [chunk("t4", "new")], np.eye(4, dtype=np.float32))
+        assert inserted.count() == 4
+        assert {r["id"]: r["payload"]["content"] for r in rows(inserted)}["t1"] == "battery safety v2"
+        with pytest.raises(InvalidArgument, match="2 chunks but 1 vectors"):
+            inserted.bulk_insert(tenant_chunks("v3")[:2], vectors[:1])
+    finally:
+        upserted.drop()
+        inserted.drop()
 
 
 def test_milvus_server_refuses_a_collection_of_another_dimension(milvus):

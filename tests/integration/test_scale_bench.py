@@ -49,17 +49,21 @@ def test_growth_exponent_is_the_log_log_slope():
 
 
 def test_bench_reports_every_size_and_exponent(tmp_path):
+    """The first step through the stores' `upsert`, the second through their bulk-load path; at each size the
+    last 1,000 chunks are written again through `upsert` (the probe of the stores' own rate)."""
     out = tmp_path / "scale.jsonl"
     run = subprocess.run(
         [sys.executable, str(BENCH / "scale.py"), "--engines", "embedded", "--sizes", "1000,2000", "--batch", "1000",
+         "--bulk-above", "1000", "--upsert-probe", "1000",
          "--queries", "12", "--warmup", "2", "--vocabulary-chars", "200000", "--out", str(out),
          "--root", str(tmp_path)],
         capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert [r["chunks"] for r in rows if r["kind"] == "size"] == [1000, 2000]
+    assert [(r["chunks"], r["write_path"]) for r in rows if r["kind"] == "size"] == [(1000, "upsert"), (2000, "bulk")]
     for row in rows:
         assert SIZE_KEYS <= row.keys()
+        assert row["upsert_probe_chunks"] == 1000 and row["upsert_probe_chunks_s"] > 0
         assert 0.0 <= row["recall10"] <= 1.0
         # Milvus Lite searches exactly
         assert row["recall10"] == pytest.approx(1.0)

@@ -66,6 +66,7 @@ class EmbeddedStack:
         for server in self.servers.values():
             server.warm_up()
             server.mark_serving()
+        self.gateway.resume_jobs()
         return self
 
     @property

@@ -215,12 +215,25 @@ class JobStore:
                chunks_total: int | None = None, chunks_done: int | None = None, outcome: int | None = None,
                doc_id: str | None = None) -> bool:
         """Change an active job; False when the job is already final (e.g. cancelled meanwhile)."""
-        changes = {k: v for k, v in dict(state=state, error=error, chunks_total=chunks_total, chunks_done=chunks_done,
-                                          outcome=outcome, doc_id=doc_id).items() if v is not None}
+        return self._update(job_id, dict(state=state, error=error, chunks_total=chunks_total,
+                                         chunks_done=chunks_done, outcome=outcome, doc_id=doc_id))
+
+    def advance(self, job_id: str, *, state: int, error: str | None = None, chunks_total: int | None = None,
+                chunks_done: int | None = None, outcome: int | None = None, doc_id: str | None = None) -> bool:
+        """A runner's write (progress, done, failed): as `update`, and False when this store's runner no longer
+        holds the job, so a runner that was silent long enough to be taken over cannot overwrite its
+        successor's progress or end the job under it."""
+        return self._update(job_id, dict(state=state, error=error, chunks_total=chunks_total,
+                                         chunks_done=chunks_done, outcome=outcome, doc_id=doc_id),
+                            runner=self.runner)
+
+    def _update(self, job_id: str, values: dict, *, runner: str | None = None) -> bool:
+        changes = {k: v for k, v in values.items() if v is not None}
         changes["updated_at"] = _now()
         assignments = ", ".join(f"{k} = ?" for k in changes)
-        result = self._db.execute(f"UPDATE jobs SET {assignments} WHERE job_id = ? AND {_ACTIVE}",
-                                  (*changes.values(), job_id))
+        held = "" if runner is None else " AND runner = ?"
+        result = self._db.execute(f"UPDATE jobs SET {assignments} WHERE job_id = ? AND {_ACTIVE}{held}",
+                                  (*changes.values(), job_id, *(() if runner is None else (runner,))))
         return result.rowcount == 1
 
     def start(self, job_id: str) -> bool:

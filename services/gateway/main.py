@@ -45,6 +45,12 @@ class GatewayProcess:
     def start(self) -> None:
         self.grpc.start()
         self.http.start()
+
+    def resume_jobs(self) -> None:
+        """Run the jobs a stopped process left unfinished; only once every service in the process is warm: a
+        resumed job would otherwise import the parsing and embedding libraries on its own threads while the
+        warm-up imports them, and Python's import-deadlock detection hands one of them a half-initialised
+        module (an ImportError that stops the process)."""
         self.gateway.resume_abandoned_jobs()
 
     def stop(self) -> None:
@@ -113,6 +119,7 @@ def main() -> None:
     process.start()
     process.grpc.warm_up()
     process.grpc.mark_serving()
+    process.resume_jobs()
     run_until_signalled([process.grpc], on_stop=process.http.stop)
 
 

@@ -56,7 +56,7 @@ def _run(job_id: str, job: gateway_pb2.IngestJob, *, jobs: JobStore, kbs: Settin
             return _steps(job_id, job, kb, content, metadata_json, jobs=jobs, parser=parser, indexer=indexer,
                           step_timeout_s=step_timeout_s)
     except RagkbError as error:
-        jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error))
+        jobs.advance(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error))
     return jobs.get(job_id)
 
 
@@ -83,7 +83,7 @@ def _steps(job_id: str, job: gateway_pb2.IngestJob, kb, content: bytes, metadata
                 kb=job.kb, namespace=job.namespace, doc_id=attachment.doc_id, content_hash=attachment.content_hash,
                 chunks=attachment.chunks, source_uri=f"{job.filename}/{attachment.filename}",
             ), timeout_s=step_timeout_s)
-        if not jobs.update(job_id, state=gateway_pb2.JOB_STATE_EMBEDDING, chunks_total=len(parsed.chunks),
+        if not jobs.advance(job_id, state=gateway_pb2.JOB_STATE_EMBEDDING, chunks_total=len(parsed.chunks),
                            chunks_done=0, doc_id=parsed.doc_id):
             return jobs.get(job_id)
         step = "index"
@@ -91,18 +91,18 @@ def _steps(job_id: str, job: gateway_pb2.IngestJob, kb, content: bytes, metadata
             kb=job.kb, namespace=job.namespace, doc_id=parsed.doc_id, content_hash=parsed.content_hash,
             chunks=parsed.chunks, source_uri=job.filename,
         ), step_timeout_s)
-        if indexed is not None and jobs.update(job_id, state=gateway_pb2.JOB_STATE_DONE, error="",
+        if indexed is not None and jobs.advance(job_id, state=gateway_pb2.JOB_STATE_DONE, error="",
                                                 chunks_done=len(parsed.chunks), outcome=indexed.outcome):
             jobs.discard_upload(job_id)
     except DeadlineExceeded as error:
         # the parser's own per-file limit names itself; only a step deadline of this caller is described here
-        jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error) if reason_of(error) else
+        jobs.advance(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error) if reason_of(error) else
                     f"{step} step of {job.filename!r} exceeded its {step_timeout_s or 'default'} s deadline")
     except RagkbError as error:
-        jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error))
+        jobs.advance(job_id, state=gateway_pb2.JOB_STATE_FAILED, error=str(error))
     except Exception as error:  # a job must end in a state, whatever went wrong
         log.exception("job %s failed in its %s step", job_id, step)
-        jobs.update(job_id, state=gateway_pb2.JOB_STATE_FAILED,
+        jobs.advance(job_id, state=gateway_pb2.JOB_STATE_FAILED,
                     error=f"{step} step: {type(error).__name__}: {error}")
     return jobs.get(job_id)
 
@@ -136,7 +136,7 @@ def _index_once(job_id: str, jobs: JobStore, indexer: IndexerClient, request: in
                 return progress.result
             state = gateway_pb2.JOB_STATE_INDEXING if progress.chunks_done >= progress.chunks_total \
                 else gateway_pb2.JOB_STATE_EMBEDDING
-            if not jobs.update(job_id, state=state, chunks_done=progress.chunks_done):
+            if not jobs.advance(job_id, state=state, chunks_done=progress.chunks_done):
                 stream.cancel()
                 return None
     except BaseException:

@@ -108,6 +108,28 @@ def test_a_silent_runner_loses_its_job(settings, jobs):
         successor.close()
 
 
+def test_a_runner_taken_over_can_no_longer_write_its_job(settings, jobs):
+    """A runner that comes back after its job was taken over neither overwrites progress nor ends the job."""
+    job = new_job(jobs)
+    assert jobs.start(job.job_id)
+    assert jobs.advance(job.job_id, state=gateway_pb2.JOB_STATE_EMBEDDING, chunks_total=4, chunks_done=1)
+    successor = JobStore.for_settings(settings, stale_after_s=0.0)
+    try:
+        assert successor.start(job.job_id)
+        assert successor.advance(job.job_id, state=gateway_pb2.JOB_STATE_EMBEDDING, chunks_total=4, chunks_done=3)
+        assert not jobs.advance(job.job_id, state=gateway_pb2.JOB_STATE_EMBEDDING, chunks_done=2)
+        assert not jobs.advance(job.job_id, state=gateway_pb2.JOB_STATE_FAILED, error="step deadline")
+        current = jobs.get(job.job_id)
+        assert (current.state, current.chunks_done, current.error) == (gateway_pb2.JOB_STATE_EMBEDDING, 3, "")
+        assert successor.advance(job.job_id, state=gateway_pb2.JOB_STATE_DONE, chunks_done=4)
+        assert jobs.get(job.job_id).state == gateway_pb2.JOB_STATE_DONE
+    finally:
+        successor.close()
+    other = new_job(jobs, name="b.md")  # writes that are not a runner's (cancel) need no claim
+    jobs.cancel(other.job_id)
+    assert jobs.get(other.job_id).state == gateway_pb2.JOB_STATE_CANCELLED
+
+
 def test_counts_by_state_and_list_limit(jobs):
     for namespace in ("a", "a", "b"):
         new_job(jobs, namespace=namespace)

@@ -35,6 +35,7 @@ DOC_ID_MAX = 1024
 ADMIN_TIMEOUT_S = 120.0
 CONSISTENCY_LEVELS = ("Session", "Strong", "Bounded", "Eventually")
 ACL_MAX = 8192
+ACL_GROUPS_KEY = "_acl_groups"  # payload key beside the chunk's own fields: its ACL groups as a list
 VISIBILITY_POLL_S = 0.05
 # rows per upsert request, and per insert request of `bulk_insert` (384-d vectors: ~1.5 KB a row plus payload)
 UPSERT_BATCH = 256
@@ -80,7 +81,8 @@ def _expr_list(values: Sequence) -> str:
     return "[" + ", ".join(_literal(v) for v in values) + "]"
 
 
-def filter_expression(search_filter: chunk_pb2.SearchFilter) -> str:
+def filter_expression(search_filter: chunk_pb2.SearchFilter, *, server: bool = False) -> str:
+    """The Milvus filter of every search and query; `server`: a Milvus server, whose LIKE matches prefixes only."""
     clauses = [f"namespace in {_expr_list(require_namespaces(search_filter))}"]
     if search_filter.doc_ids:
         clauses.append(f"doc_id in {_expr_list(list(search_filter.doc_ids))}")
@@ -89,10 +91,21 @@ def filter_expression(search_filter: chunk_pb2.SearchFilter) -> str:
     clauses.extend(milvus_metadata_clauses(metadata_pairs(search_filter)))
     groups = acl_clause_groups(search_filter)
     if groups is not None:
-        # acl is "|g1|g2|" ("" = public); LIKE wildcards in group names are escaped
-        allowed = "".join(f" or acl like {_literal('%|' + _like_escape(g) + '|%')}" for g in groups)
-        clauses.append(f'(acl == ""{allowed})')
+        clauses.append(_acl_clause(groups, server=server))
     return " and ".join(clauses)
+
+
+def _acl_clause(groups: list[str], *, server: bool) -> str:
+    """Public chunks (acl "") or chunks one of `groups` may read.
+
+    A Milvus 2.3 server refuses `acl like "%|g|%"` (only prefix patterns), so there the groups kept in the
+    payload under ACL_GROUPS_KEY are matched with json_contains_any. Milvus Lite matches the "|g1|g2|"
+    string, which rows written before the payload kept the groups also have (LIKE wildcards escaped)."""
+    if not groups:
+        return 'acl == ""'
+    if server:
+        return f'(acl == "" or json_contains_any(payload["{ACL_GROUPS_KEY}"], {_expr_list(groups)}))'
+    return "(acl == \"\"" + "".join(f" or acl like {_literal('%|' + _like_escape(g) + '|%')}" for g in groups) + ")"
 
 
 def chunk_from_payload(payload: dict) -> chunk_pb2.KnowledgeChunk:
@@ -102,6 +115,7 @@ def chunk_from_payload(payload: dict) -> chunk_pb2.KnowledgeChunk:
     dense search. The payloads this store writes map onto the message's constructor directly
     (int64 comes back as a string, an enum as its name); anything else takes `ParseDict`, with its
     errors."""
+    payload = {k: v for k, v in payload.items() if k != ACL_GROUPS_KEY}
     try:
         fields = dict(payload)
         source = fields.pop("source", None)
@@ -126,6 +140,15 @@ def search_params_for(search_params: dict, limit: int) -> dict:
     if params.get("ef", limit) >= limit:
         return search_params
     return {**search_params, "params": {**params, "ef": limit}}
+
+
+def _payload(chunk: chunk_pb2.KnowledgeChunk) -> dict:
+    """The chunk as JSON, plus its ACL groups as a list (what a server's ACL filter matches)."""
+    payload = json_format.MessageToDict(chunk, preserving_proto_field_name=True)
+    groups = chunk_groups(chunk)
+    if groups:
+        payload[ACL_GROUPS_KEY] = groups
+    return payload
 
 
 def _acl_value(chunk: chunk_pb2.KnowledgeChunk) -> str:
@@ -247,7 +270,7 @@ class MilvusVectorStore:
                 "namespace": c.namespace,
                 "doc_id": c.doc_id,
                 "block_type": int(c.block_type),
-                "payload": json_format.MessageToDict(c, preserving_proto_field_name=True),
+                "payload": _payload(c),
                 "acl": _acl_value(c),
             }
             for c, v in zip(chunks, vectors)
@@ -325,7 +348,7 @@ class MilvusVectorStore:
         with self._lock:
             hits = self._client.search(
                 self.collection, data=[query], anns_field=field, limit=limit,
-                filter=filter_expression(search_filter), output_fields=["payload"],
+                filter=filter_expression(search_filter, server=self._server), output_fields=["payload"],
                 search_params=search_params, timeout=self._timeout,
                 consistency_level=self._search_consistency,
             )[0]

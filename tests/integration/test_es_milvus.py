@@ -296,6 +296,27 @@ def test_milvus_server_filters_namespaces_metadata_and_deletes(milvus):
     store.drop()
 
 
+def test_milvus_server_enforces_acl_groups_inside_the_search(milvus):
+    """The server's LIKE matches prefixes only: the groups are matched in the payload instead."""
+    store = MilvusVectorStore(milvus.uri, kb=unique("acl").replace("-", "_"), model_id="test", dimension=4,
+                              index_type="HNSW", index_params={"M": 8, "efConstruction": 32})
+    try:
+        store.upsert([chunk("pub", "x"), chunk("hr", "y", metadata={"acl": "hr, finance"}),
+                      chunk("wild", "z", metadata={"acl": "a%b_c"}), chunk("other", "w", namespace="b")],
+                     np.eye(4, dtype=np.float32))
+        query = np.ones(4, dtype=np.float32) / 2
+        assert set(ids(store.search(query, only("a", acl_enforced=True), 10))) == {"pub"}
+        assert set(ids(store.search(query, only("a", acl_enforced=True, acl_groups=["finance"]), 10))) == {"pub", "hr"}
+        assert set(ids(store.search(query, only("a", acl_enforced=True, acl_groups=["a%b_c"]), 10))) == {"pub", "wild"}
+        assert set(ids(store.search(query, only("a", acl_enforced=True, acl_groups=["a"]), 10))) == {"pub"}
+        assert set(ids(store.search(query, only("a"), 10))) == {"pub", "hr", "wild"}
+        assert [c.chunk.metadata["acl"] for c in store.search(query, only("a", acl_enforced=True,
+                                                                            acl_groups=["hr"]), 10)
+                if c.chunk.chunk_id == "hr"] == ["hr, finance"]
+    finally:
+        store.drop()
+
+
 def test_milvus_bulk_insert_writes_what_upsert_writes_and_never_stores_a_chunk_twice(milvus):
     def store():
         return MilvusVectorStore(milvus.uri, kb=unique("bulk").replace("-", "_"), model_id="test", dimension=4,

@@ -81,3 +81,13 @@ def test_route_depths(config, requested, expected):
 def test_negative_depth_is_refused():
     with pytest.raises(InvalidArgument, match="candidate_depth"):
         route_depths(RetrieverConfig(), -1)
+
+
+def test_milvus_acl_clause_matches_prefix_free_on_a_server():
+    """A Milvus server allows only prefix LIKE: there the payload's group list is matched instead."""
+    groups = search_filter(acl_enforced=True, acl_groups=["hr", 'fi"n'])
+    assert 'json_contains_any(payload["_acl_groups"], ["hr", "fi\\"n"])' in filter_expression(groups, server=True)
+    assert "like" not in filter_expression(groups, server=True)
+    assert 'acl like "%|hr|%"' in filter_expression(groups)
+    public_only = search_filter(acl_enforced=True)
+    assert filter_expression(public_only, server=True).endswith('and acl == ""')

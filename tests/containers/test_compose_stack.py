@@ -2,14 +2,14 @@
 healthcheck green, the samples ingested and answered through the containerized gateway (REST and
 gRPC), two retrievers and two workers, one of each killed under load.
 
-Opt-in tier: `python -m pytest -m containers` (root, podman; docs/deploy.md). The images are built by
-scripts/containers/build_images.sh (cached: a rebuild without changes takes seconds).
+Opt-in tier: `python -m pytest -m containers tests/containers` (root, podman; docs/deploy.md), run by
+scripts/test.sh. The images are built once per session by scripts/containers/build_images.sh (cached:
+a rebuild without changes takes seconds), see conftest.py.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 import time
@@ -29,13 +29,6 @@ CRASH_KB = "chunker: {max_chars: 200, min_section_chars: 0, overlap_chars: 0}\n"
 
 
 @pytest.fixture(scope="module")
-def images():
-    if shutil.which("podman-compose") is None:
-        pytest.fail("podman-compose is missing: pip install -e '.[dev]'")
-    run(["bash", str(ROOT / "scripts" / "containers" / "build_images.sh")], timeout_s=3600)
-
-
-@pytest.fixture(scope="module")
 def stack(images):
     compose("down", "-v", timeout_s=300)
     compose("up", "-d")  # two retrievers and two workers: `scale` in compose.standins.yml
@@ -50,8 +43,8 @@ def stack(images):
         logs = ROOT / ".pytest_cache" / "containers-logs"
         logs.mkdir(parents=True, exist_ok=True)
         for name in containers(running_only=False):
-            (logs / f"{name}.log").write_text(run(["podman", "logs", name], check=False).stdout
-                                              + run(["podman", "logs", name], check=False).stderr)
+            output = run(["podman", "logs", name], check=False)
+            (logs / f"{name}.log").write_text(output.stdout + output.stderr)
         compose("down", "-v", timeout_s=300)
 
 
@@ -61,7 +54,8 @@ def driver(stack, *args: str, timeout_s: float = 900) -> dict:
 
 def test_every_healthcheck_is_green_with_two_retrievers_and_two_workers(stack):
     health = stack["health"]
-    for service in ("parser", "indexer", "reranker", "generator", "gateway", "elasticsearch", "milvus", "redis"):
+    for service in ("parser", "indexer", "reranker", "generator", "gateway", "elasticsearch", "milvus", "redis",
+                    "etcd", "postgres"):
         assert [health[name] for name in containers(service)] == ["healthy"], service
     for service in ("retriever", "worker"):
         assert [health[name] for name in containers(service)] == ["healthy", "healthy"], service

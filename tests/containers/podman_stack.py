@@ -32,6 +32,23 @@ def compose(*args: str, timeout_s: float = 900) -> subprocess.CompletedProcess:
     return run([*COMPOSE, *args], timeout_s=timeout_s)
 
 
+def up() -> None:
+    """`up -d`, in the order the compose file's `depends_on` asks for and podman-compose enforces here: the
+    one-shot `certs` job to completion, then every other service.
+
+    podman-compose enforces `service_completed_successfully` by creating each dependent container with
+    `--requires=certs`, which makes podman run the finished job once more before starting each of them,
+    and waits for it to exit again every time: minutes of start-up on two cores, for nothing (its
+    `service_healthy` conditions it skips on this podman, see `wait_healthy`)."""
+    compose("up", "-d", "--no-deps", "certs")
+    [certs] = containers("certs", running_only=False)
+    exit_code = run(["podman", "wait", certs]).stdout.strip()
+    if exit_code != "0":
+        raise RuntimeError(f"certs exited with {exit_code}:\n{run(['podman', 'logs', certs], check=False).stderr[-3000:]}")
+    services = [service for service in compose("config", "--services").stdout.split() if service != "certs"]
+    compose("up", "-d", "--no-deps", *services)
+
+
 def containers(service: str | None = None, *, running_only: bool = True) -> list[str]:
     """Names of the project's containers (of one service), sorted."""
     command = ["podman", "ps", "--filter", f"label=io.podman.compose.project={PROJECT}", "--format", "{{.Names}}"]

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.containers.podman_stack import ROOT, compose, containers, exec_json, run, wait_healthy
+from tests.containers.podman_stack import ROOT, compose, containers, exec_json, run, up, wait_healthy
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(3600)]
 
@@ -31,7 +31,7 @@ CRASH_KB = "chunker: {max_chars: 200, min_section_chars: 0, overlap_chars: 0}\n"
 @pytest.fixture(scope="module")
 def stack(images):
     compose("down", "-v", timeout_s=300)
-    compose("up", "-d")  # two retrievers and two workers: `scale` in compose.standins.yml
+    up()  # two retrievers and two workers: `scale` in compose.standins.yml
     try:
         statuses = wait_healthy()
         gateway = containers("gateway")[0]

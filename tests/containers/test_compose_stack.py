@@ -24,8 +24,9 @@ KB = "docs"
 # samples/README.md: question -> a part of its answer and the document that holds it
 QUESTIONS = {"How long does it take to charge the AMR-7 from 20% to 80%?": ("45 minutes", "amr7-user-guide"),
              "AMR-7 的最大载重是多少？": ("300公斤", "amr7-使用手册")}
-# more, smaller chunks than the samples make: a job that is still embedding when its worker is killed
-CRASH_KB = "chunker: {max_chars: 200, min_section_chars: 0, overlap_chars: 0}\n"
+# the compose KB (cluster mode offers only the server stores) with more, smaller chunks than the samples
+# make: a job that is still embedding when its worker is killed
+CRASH_CHUNKER = "chunker: {max_chars: 200, min_section_chars: 0, overlap_chars: 0}\n"
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +95,8 @@ def test_a_worker_killed_mid_ingest_finishes_the_job_exactly_once(stack):
     unacknowledged task comes back after the visibility timeout to a worker that finishes it once."""
     busy, spare = containers("worker")[:2]
     gateway = stack["gateway"]
-    run(["podman", "exec", gateway, "sh", "-c", f"printf '%s' '{CRASH_KB}' > /tmp/crash-kb.yaml"])
+    run(["podman", "exec", gateway, "sh", "-c",
+         f"cat /tmp/compose-kb.yaml > /tmp/crash-kb.yaml && printf '%s' '{CRASH_CHUNKER}' >> /tmp/crash-kb.yaml"])
     driver(stack, "create-kb", "crash", "/tmp/crash-kb.yaml")
     sections = "\n".join(["# Checks\n"] + [f"## Check {i}\n\nInspect wheel {i} and log reading {i}.\n"
                                          for i in range(300)])

@@ -31,4 +31,44 @@ fc-list :lang=zh | grep -q . || { apt-get update -qq && apt-get install -y -qq f
 command -v kustomize >/dev/null || [ -x "$(go env GOPATH)/bin/kustomize" ] \
     || go install sigs.k8s.io/kustomize/kustomize/v5@v5.5.0
 export PATH="$PATH:$(go env GOPATH)/bin"
-python -m pytest "$@"
+
+# The containers tier (docs/deploy.md, "Containers under podman"; podman needs root) runs when this
+# script is called without arguments, as CI (.ci/run) calls it; RAGKB_CONTAINERS=0 skips it, =1 adds it
+# to a selection of tests. Its images are built while the default suite runs (the build is mostly
+# downloads, unpacking and layer commits; niced, so the suite keeps the CPU), cached between runs by
+# podman's storage and the wheelhouse (~/.cache/ragkb/wheels). Both the build and the tier are
+# time-boxed: overrunning either fails the run.
+BUILD_MINUTES=50
+TIER_MINUTES=25
+containers="${RAGKB_CONTAINERS:-$([ $# -eq 0 ] && echo 1 || echo 0)}"
+if [ "$containers" = 1 ]; then
+    [ "$(id -u)" = 0 ] || { echo "the containers tier needs root (podman); RAGKB_CONTAINERS=0 skips it" >&2; exit 1; }
+    mkdir -p .pytest_cache/containers-logs
+    build_log=.pytest_cache/containers-logs/build_images.log
+    timeout -k 60 "${BUILD_MINUTES}m" nice -n 10 bash scripts/containers/build_images.sh >"$build_log" 2>&1 &
+    build_pid=$!
+fi
+suite=0
+python -m pytest "$@" || suite=$?
+[ "$containers" = 1 ] || exit "$suite"
+
+overran() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }  # timeout(1): the time box ran out (then SIGKILL)
+build=0
+wait "$build_pid" || build=$?
+if [ "$build" -ne 0 ]; then
+    tail -n 30 "$build_log" >&2
+    if overran "$build"; then
+        echo "FAILED: building the container images took longer than their ${BUILD_MINUTES}-minute time box" >&2
+    else
+        echo "FAILED: building the container images (exit $build; log in $build_log)" >&2
+    fi
+    exit 1
+fi
+grep '^built:' "$build_log"
+# SIGINT first, so that pytest tears the compose stack down
+tier=0
+timeout -s INT -k 120 "${TIER_MINUTES}m" python -m pytest -m containers tests/containers || tier=$?
+if overran "$tier"; then
+    echo "FAILED: the containers tier took longer than its ${TIER_MINUTES}-minute time box" >&2
+fi
+[ "$suite" -eq 0 ] && [ "$tier" -eq 0 ]

@@ -4,9 +4,10 @@
 # 1. podman configured (setup_podman.sh) and a Python 3.11 base from Debian packages
 #    (build_python_base.sh) standing in for python:3.11-slim;
 # 2. a wheelhouse of torch and every dependency of the project ($RAGKB_WHEELHOUSE, default
-#    ~/.cache/ragkb/wheels), filled from PyPI once (again when pyproject.toml changes; files
-#    already there are not fetched again) and mounted into the builds, so torch's multi-GB CUDA
-#    wheels are downloaded once per machine rather than once per build;
+#    ~/.cache/ragkb/wheels), filled from PyPI once (again when the content of pyproject.toml or of
+#    the download command changes, not its mtime, which every clone resets; files already there are
+#    not fetched again) and mounted into the builds, so torch's multi-GB CUDA wheels are downloaded
+#    once per machine rather than once per build;
 # 3. ragkb:latest from the unchanged Dockerfile (PYTHON_IMAGE pointing at the base, pip offline
 #    from the wheelhouse); podman's layer cache makes a rebuild without changes take seconds;
 # 4. the infrastructure stand-ins of tests/containers/compose.standins.yml.
@@ -26,14 +27,15 @@ step() {  # step NAME COMMAND...: run and print its duration
 step podman bash scripts/containers/setup_podman.sh
 step python-base bash scripts/containers/build_python_base.sh "$base"
 mkdir -p "$wheels"
-if [ ! -f "$wheels/.complete" ] || [ pyproject.toml -nt "$wheels/.complete" ]; then
-    # resolved by the base image's own Python (markers such as python_full_version differ from the
-    # host's); also pip's build backend and the sdists' build requirements: the builds have no index
-    step wheelhouse podman run --rm -v "$wheels:/wheels" -v "$PWD:/src:ro" "$base" sh -c '
-        python -m venv /tmp/venv && cp -r /src /tmp/src && /tmp/venv/bin/pip download --quiet -d /wheels "torch>=2.2" /tmp/src \
-        && /tmp/venv/bin/pip download --quiet --no-deps -d /wheels "unstructured-inference==1.6.14" \
-           "setuptools>=69,<70" wheel "milvus==2.3.5"'
-    touch "$wheels/.complete"
+# resolved by the base image's own Python (markers such as python_full_version differ from the
+# host's); also pip's build backend and the sdists' build requirements: the builds have no index
+fill_wheelhouse='python -m venv /tmp/venv && cp -r /src /tmp/src && /tmp/venv/bin/pip download --quiet -d /wheels "torch>=2.2" /tmp/src \
+    && /tmp/venv/bin/pip download --quiet --no-deps -d /wheels "unstructured-inference==1.6.14" \
+       "setuptools>=69,<70" wheel "milvus==2.3.5"'
+wheelhouse_key="$( { cat pyproject.toml; echo "$fill_wheelhouse"; } | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$wheels/.complete" 2>/dev/null)" != "$wheelhouse_key" ]; then
+    step wheelhouse podman run --rm -v "$wheels:/wheels" -v "$PWD:/src:ro" "$base" sh -c "$fill_wheelhouse"
+    echo "$wheelhouse_key" >"$wheels/.complete"
 fi
 step ragkb podman build -q --build-arg PYTHON_IMAGE="$base" "${offline[@]}" -t ragkb:latest .
 # the stand-ins' context: their directory plus the Elasticsearch launcher the tests use

@@ -2,21 +2,21 @@
 healthcheck green, the samples ingested and answered through the containerized gateway (REST and
 gRPC), two retrievers and two workers, one of each killed under load.
 
-Opt-in tier: `python -m pytest -m containers` (root, podman; docs/deploy.md). The images are built by
-scripts/containers/build_images.sh (cached: a rebuild without changes takes seconds).
+Opt-in tier: `python -m pytest -m containers tests/containers` (root, podman; docs/deploy.md), run by
+scripts/test.sh. The images are built once per session by scripts/containers/build_images.sh (cached:
+a rebuild without changes takes seconds), see conftest.py.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 import time
 
 import pytest
 
-from tests.containers.podman_stack import ROOT, compose, containers, exec_json, run, wait_healthy
+from tests.containers.podman_stack import ROOT, compose, containers, exec_json, run, up, wait_healthy
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(3600)]
 
@@ -24,21 +24,15 @@ KB = "docs"
 # samples/README.md: question -> a part of its answer and the document that holds it
 QUESTIONS = {"How long does it take to charge the AMR-7 from 20% to 80%?": ("45 minutes", "amr7-user-guide"),
              "AMR-7 的最大载重是多少？": ("300公斤", "amr7-使用手册")}
-# more, smaller chunks than the samples make: a job that is still embedding when its worker is killed
-CRASH_KB = "chunker: {max_chars: 200, min_section_chars: 0, overlap_chars: 0}\n"
-
-
-@pytest.fixture(scope="module")
-def images():
-    if shutil.which("podman-compose") is None:
-        pytest.fail("podman-compose is missing: pip install -e '.[dev]'")
-    run(["bash", str(ROOT / "scripts" / "containers" / "build_images.sh")], timeout_s=3600)
+# the compose KB (cluster mode offers only the server stores) with more, smaller chunks than the samples
+# make: a job that is still embedding when its worker is killed
+CRASH_CHUNKER = "chunker: {max_chars: 200, min_section_chars: 0, overlap_chars: 0}\n"
 
 
 @pytest.fixture(scope="module")
 def stack(images):
     compose("down", "-v", timeout_s=300)
-    compose("up", "-d")  # two retrievers and two workers: `scale` in compose.standins.yml
+    up()  # two retrievers and two workers: `scale` in compose.standins.yml
     try:
         statuses = wait_healthy()
         gateway = containers("gateway")[0]
@@ -50,8 +44,8 @@ def stack(images):
         logs = ROOT / ".pytest_cache" / "containers-logs"
         logs.mkdir(parents=True, exist_ok=True)
         for name in containers(running_only=False):
-            (logs / f"{name}.log").write_text(run(["podman", "logs", name], check=False).stdout
-                                              + run(["podman", "logs", name], check=False).stderr)
+            output = run(["podman", "logs", name], check=False)
+            (logs / f"{name}.log").write_text(output.stdout + output.stderr)
         compose("down", "-v", timeout_s=300)
 
 
@@ -61,7 +55,8 @@ def driver(stack, *args: str, timeout_s: float = 900) -> dict:
 
 def test_every_healthcheck_is_green_with_two_retrievers_and_two_workers(stack):
     health = stack["health"]
-    for service in ("parser", "indexer", "reranker", "generator", "gateway", "elasticsearch", "milvus", "redis"):
+    for service in ("parser", "indexer", "reranker", "generator", "gateway", "elasticsearch", "milvus", "redis",
+                    "etcd", "postgres"):
         assert [health[name] for name in containers(service)] == ["healthy"], service
     for service in ("retriever", "worker"):
         assert [health[name] for name in containers(service)] == ["healthy", "healthy"], service
@@ -100,7 +95,8 @@ def test_a_worker_killed_mid_ingest_finishes_the_job_exactly_once(stack):
     unacknowledged task comes back after the visibility timeout to a worker that finishes it once."""
     busy, spare = containers("worker")[:2]
     gateway = stack["gateway"]
-    run(["podman", "exec", gateway, "sh", "-c", f"printf '%s' '{CRASH_KB}' > /tmp/crash-kb.yaml"])
+    run(["podman", "exec", gateway, "sh", "-c",
+         f"cat /tmp/compose-kb.yaml > /tmp/crash-kb.yaml && printf '%s' '{CRASH_CHUNKER}' >> /tmp/crash-kb.yaml"])
     driver(stack, "create-kb", "crash", "/tmp/crash-kb.yaml")
     sections = "\n".join(["# Checks\n"] + [f"## Check {i}\n\nInspect wheel {i} and log reading {i}.\n"
                                          for i in range(300)])

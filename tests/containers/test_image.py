@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.containers.podman_stack import ROOT, run
+from tests.containers.podman_stack import run
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(3600)]
 
@@ -19,8 +19,7 @@ PROBE_REST = ("import json, urllib.request; "
 
 
 @pytest.fixture(scope="module")
-def container():
-    run(["bash", str(ROOT / "scripts" / "containers" / "build_images.sh")], timeout_s=3600)
+def container(images):
     run(["podman", "rm", "-f", NAME], check=False)
     run(["podman", "volume", "rm", "-f", f"{NAME}-data"], check=False)
     run(["podman", "run", "-d", "--name", NAME, "--read-only", "--user", "10001", "--tmpfs", "/tmp",

@@ -1,7 +1,9 @@
 """Embedded mode: every service in one process, each still a gRPC server on loopback (and only there).
 
 Services talk through the same servicers and clients as in a cluster; only the
-process boundary is gone. Data lives under `Settings.data_dir` and survives
+process boundary is gone. With `Settings.in_process_calls` (the default) a client
+reaches a service of this process through its handlers and interceptors, without
+the loopback hop (shared/inprocess.py); the gRPC servers still serve outside callers. Data lives under `Settings.data_dir` and survives
 restarts. `python -m ragkb.embedded` runs it in the foreground until SIGTERM.
 """
 
@@ -53,6 +55,8 @@ class EmbeddedStack:
         for name, build in LAYERS.items():
             server = build(self.settings, port=port)
             server.start()
+            if self.settings.in_process_calls:
+                server.publish_in_process()
             self.servers[name] = server
             addresses[f"{name}_addr"] = server.address
             # later layers reach earlier ones (the reranker fetches split parts from the retriever)

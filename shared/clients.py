@@ -28,7 +28,7 @@ from shared.contracts import (
     retriever_pb2,
     retriever_pb2_grpc,
 )
-from shared import kb_settings, tenancy, tls
+from shared import inprocess, kb_settings, tenancy, tls
 from shared.errors import from_rpc_error
 from shared.server import MAX_MESSAGE_BYTES
 
@@ -83,6 +83,7 @@ class _ServiceClient:
         self._tls_checked = 0.0
         self._channel = self._open()
         self._stub = self.stub_class(self._channel)
+        self._local: tuple | None = None  # (published service, network channel, stub over a LocalChannel)
 
     def _open(self) -> grpc.Channel:
         if self._tls is None:
@@ -94,14 +95,23 @@ class _ServiceClient:
         return grpc.secure_channel(channel_target(self.target), credentials, options=options)
 
     def _stub_now(self):
-        """The stub, on a fresh channel when the TLS files changed since the last check."""
+        """The stub, on a fresh channel when the TLS files changed since the last check; through the service
+        itself when it is published in this process (shared/inprocess.py), server streams still on the channel."""
         if self._tls is not None and time.monotonic() - self._tls_checked > self.TLS_RECHECK_S:
             self._tls_checked = time.monotonic()
             if self._tls.stamp() != self._tls_stamp:
                 old, self._channel = self._channel, self._open()
                 self._stub = self.stub_class(self._channel)
                 old.close()
-        return self._stub
+        local = inprocess.service_at(self.target)
+        if local is None:
+            return self._stub
+        cached = self._local
+        if cached is None or cached[0] is not local or cached[1] is not self._channel:
+            names = (self._tls.service,) if self._tls is not None else ()
+            cached = self._local = (local, self._channel,
+                                    self.stub_class(inprocess.LocalChannel(local, self._channel, peer_names=names)))
+        return cached[2]
 
     def _call(self, method: str, request, *, timeout_s: float | None = None, idempotent: bool = False):
         """Call with a deadline; retry with backoff on UNAVAILABLE when the call is idempotent."""

@@ -38,6 +38,8 @@ class Settings:
     http_port: int = 8780
     rpc_timeout_s: float = 30.0
     ingest_workers: int = 2
+    # embedded mode: services call each other in process (shared/inprocess.py); false = over loopback gRPC
+    in_process_calls: bool = True
     log_level: str = "INFO"
     # gateway: API keys (no file = auth off), live step settings, stored traces, OpenTelemetry exporter
     keys_file: str = ""  # empty = <data_dir>/keys.yaml

@@ -25,6 +25,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from shared.errors import ERROR_KIND_KEY, RagkbError
+from shared import inprocess
+from shared.inprocess import HandlerRecorder, LocalService
 
 log = logging.getLogger("ragkb.server")
 
@@ -148,12 +150,14 @@ class ServiceServer:
         self._tls_dir = tls_dir
         self._plaintext_off_loopback = plaintext_off_loopback
         self._grace_s = grace_s
+        # error translation outermost, so errors raised by inner interceptors (auth) map to status codes too
+        self._interceptors = (ServiceInterceptor(name), *interceptors)
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-rpc"),
-            # error translation outermost, so errors raised by inner interceptors (auth) map to status codes too
-            interceptors=[ServiceInterceptor(name), *interceptors],
-            options=SERVER_OPTIONS,
+            interceptors=self._interceptors, options=SERVER_OPTIONS,
         )
+        self._handlers: dict[str, grpc.RpcMethodHandler] = {}  # the project's methods, for in-process calls
+        self._local: LocalService | None = None
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         self._service_names: list[str] = []
@@ -182,8 +186,14 @@ class ServiceServer:
 
     def add(self, register: Callable[[Any, grpc.Server], None], servicer: Any, full_name: str) -> None:
         """Register a servicer, e.g. `add(add_ParserServiceServicer_to_server, impl, "ragkb.v1.ParserService")`."""
-        register(servicer, self._server)
+        register(servicer, HandlerRecorder(self._server, self._handlers))
         self._service_names.append(full_name)
+
+    def publish_in_process(self) -> None:
+        """Serve callers in this process without the loopback hop (shared/inprocess.py), after `start()`;
+        `stop()` withdraws it and waits for the local calls in flight as for the network ones."""
+        self._local = LocalService(self.name, dict(self._handlers), self._interceptors)
+        inprocess.publish(self.address, self._local)
 
     def add_warm_up(self, step: Callable[[], None]) -> None:
         """Work to finish after start and before SERVING (load models, open stores)."""
@@ -226,7 +236,11 @@ class ServiceServer:
             return
         self._stopped.set()
         self._health.enter_graceful_shutdown()
-        self._server.stop(self._grace_s if grace_s is None else grace_s).wait()
+        grace_s = self._grace_s if grace_s is None else grace_s
+        if self._local is not None:
+            inprocess.withdraw(self.address, self._local)
+            self._local.close(grace_s)
+        self._server.stop(grace_s).wait()
         for close in self._closers:
             close()
         log.info("%s stopped", self.name)

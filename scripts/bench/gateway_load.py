@@ -13,8 +13,9 @@ What it measures
     2. for each mode (`retrieval`: the rerank and generation steps turned off through the admin steps
        API, so a query is pre-retrieval + retrieval + its stored trace; `full`: the default steps,
        retrieval, rerank, extractive answer with its checks, stored trace), for each client count,
-       --seconds of queries: QPS, latency p50/p95/p99, errors, the server's RSS before and after,
-       and QPS as a ratio of the bare model's batched queries/s;
+       --seconds of queries: QPS, latency p50/p95/p99, errors, the server's RSS before and after, the
+       server's CPU time per query (what a query costs, however busy the machine is), and QPS as a ratio of
+       the bare model's batched queries/s;
     3. soak: --queries more queries (--soak-mode, full answers by default) with 8 clients, the server's RSS
        before and after.
   --torch-threads sets the server's torch intra-op threads (OMP_NUM_THREADS; default: the embedder's,
@@ -152,18 +153,25 @@ def run_clients(url: str, clients: int, *, seconds: float | None = None, total: 
             "p50": statistics.median(ms) if ms else float("nan"), "p95": pick(0.95), "p99": pick(0.99)}
 
 
+def cpu_seconds(server: psutil.Process) -> float:
+    times = server.cpu_times()
+    return times.user + times.system
+
+
 def measured(server: psutil.Process, run) -> dict:
-    """`run()`'s result with the server's RSS (MiB) before and after it."""
-    before = server.memory_info().rss / 2**20
+    """`run()`'s result with the server's RSS (MiB) before and after it, and the server's CPU time per answered
+    query (ms): what a query costs whatever else the machine runs, so 1000 × cores / cpu_ms bounds QPS."""
+    before, cpu_before = server.memory_info().rss / 2**20, cpu_seconds(server)
     result = run()
-    return {**result, "rss_before": before, "rss_after": server.memory_info().rss / 2**20}
+    cpu_ms = (cpu_seconds(server) - cpu_before) * 1000 / max(1, result["queries"] - result["errors"])
+    return {**result, "rss_before": before, "rss_after": server.memory_info().rss / 2**20, "cpu_ms": cpu_ms}
 
 
 def row(mode: str, result: dict, bare_qps: float) -> str:
     kinds = f" ({', '.join(result['error_kinds'])})" if result["errors"] else ""
     return (f"| {mode} | {result['clients']} | {result['queries']} | {result['errors']}{kinds} | {result['qps']:.1f} "
             f"| {bare_qps:.1f} | {result['qps'] / bare_qps:.2f} "
-            f"| {result['p50']:.0f} / {result['p95']:.0f} / {result['p99']:.0f} ms "
+            f"| {result['p50']:.0f} / {result['p95']:.0f} / {result['p99']:.0f} ms | {result['cpu_ms']:.1f} ms "
             f"| {result['rss_before']:.0f} → {result['rss_after']:.0f} MiB |")
 
 
@@ -212,7 +220,7 @@ def main() -> None:
                         result = measured(server, lambda: run_clients(url, clients, seconds=args.seconds))
                         runs.append((mode, result, bare_qps))
                         print(f"  {mode:<9} clients={clients:<3} qps={result['qps']:6.1f} p50={result['p50']:6.0f} ms "
-                              f"errors={result['errors']}  bare model {bare_qps:.1f} q/s  "
+                              f"cpu/query={result['cpu_ms']:5.1f} ms errors={result['errors']}  bare model {bare_qps:.1f} q/s  "
                               f"load average {load_average()}", flush=True)
                 bare_last = bare.batched_qps()
                 soak = None
@@ -224,8 +232,8 @@ def main() -> None:
             print(f"bare model, batch 32: {min(b for *_, b in runs):.1f}-{max(b for *_, b in runs):.1f} q/s "
                   f"over the runs; load average {load_average()}")
             print("\n| mode | clients | queries | errors | QPS | bare batched q/s around the run | QPS / bare "
-                  "| p50 / p95 / p99 | server RSS |")
-            print("|---|---|---|---|---|---|---|---|---|")
+                  "| p50 / p95 / p99 | server CPU per query | server RSS |")
+            print("|---|---|---|---|---|---|---|---|---|---|")
             for (mode, result, _), bare_qps in zip(runs, around):
                 print(row(mode, result, bare_qps))
             if soak is not None:

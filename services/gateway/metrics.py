@@ -42,6 +42,8 @@ class GatewayMetrics:
                                registry=self.registry)
         self.steps = Counter("ragkb_step_outcomes_total", "Optional step outcomes", ["step", "status"],
                              registry=self.registry)
+        self.traces_dropped = Counter("ragkb_traces_dropped_total", "Query traces not stored: the trace "
+                                      "queue was full", registry=self.registry)
         self.auth_failures = Counter("ragkb_auth_failures_total", "Rejected requests by reason", ["reason"],
                                      registry=self.registry)
         if jobs is not None:

@@ -1,5 +1,7 @@
 """The runtime's stage contracts, step settings and failure reporting, with custom in-process stages."""
 
+import threading
+
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -14,6 +16,7 @@ from services.gateway.traces.spans import tracer_for
 from services.gateway.traces.store import TraceStore
 from shared.contracts import chunk_pb2, gateway_pb2
 from shared.errors import InvalidArgument, Unavailable
+from shared.state.sql import SqliteDatabase
 
 pytestmark = pytest.mark.unit
 
@@ -180,10 +183,71 @@ def test_traces_record_every_list_and_are_bounded(tmp_path):
         store.get("../../etc/passwd")
 
 
+class GatedDatabase(SqliteDatabase):
+    """A real SQLite trace database whose commits wait for `gate`, to hold the trace writer mid-batch."""
+
+    def __init__(self, path):
+        from services.gateway.traces.store import SQLITE_SCHEMA
+
+        super().__init__(path, schema=SQLITE_SCHEMA, durable=False)
+        self.gate = threading.Event()
+        self.commits = 0
+
+    def transaction(self):
+        self.gate.wait(30)
+        self.commits += 1
+        return super().transaction()
+
+
+def test_a_trace_reads_back_while_it_waits_to_be_written(tmp_path):
+    database = GatedDatabase(tmp_path / "traces.sqlite")
+    store = TraceStore(database)
+    result = runtime(traces=store).run(request("where is it"))
+    queued = store.get(result.trace_id)  # the writer is held: this comes from the queue
+    assert database.execute("SELECT count(*) FROM traces").one()[0] == 0
+    assert queued["request"]["query"] == "where is it" and queued["lists"]["fused"][0]["chunk_id"] == "a"
+    database.gate.set()
+    assert store.flush()
+    assert store.get(result.trace_id) == queued
+    store.close()
+
+
+def test_a_full_trace_queue_drops_and_counts_instead_of_waiting(tmp_path):
+    database = GatedDatabase(tmp_path / "traces.sqlite")
+    store = TraceStore(database, queue_size=2)
+    metrics = GatewayMetrics()
+    rt = runtime(traces=store, metrics=metrics)
+    results = [rt.run(request(f"question {i}")) for i in range(5)]  # none of them waits for the writer
+    assert all(result.answer for result in results)
+    assert metrics.registry.get_sample_value("ragkb_traces_dropped_total") == 3
+    database.gate.set()
+    assert store.count() == 2
+    kept = [store.get(r.trace_id)["request"]["query"] for r in results[:2]]
+    assert kept == ["question 0", "question 1"]
+    with pytest.raises(Exception, match="no trace"):
+        store.get(results[2].trace_id)
+    store.close()
+
+
+def test_queued_traces_are_written_in_batches_and_flushed_on_close(tmp_path):
+    database = GatedDatabase(tmp_path / "traces.sqlite")
+    store = TraceStore(database, batch_size=10, limit=100)
+    rt = runtime(traces=store)
+    ids = [rt.run(request(f"question {i}")).trace_id for i in range(25)]
+    database.gate.set()
+    store.close()  # writes everything still queued
+    assert database.commits <= 4  # 25 traces: at most one held commit plus three batches of 10
+    reopened = TraceStore(tmp_path / "traces.sqlite", limit=100)
+    assert reopened.count() == 25 and reopened.get(ids[-1])["request"]["query"] == "question 24"
+    assert not store.put(reopened.get(ids[0]))  # a closed store takes nothing
+    reopened.close()
+
+
 def test_failed_requests_are_traced_with_their_stage(tmp_path):
     store = TraceStore(tmp_path / "traces.sqlite")
     with pytest.raises(Unavailable):
         runtime(traces=store, generator=Broken(Unavailable("llm down"))).run(request())
+    store.flush()
     (body,) = [store.get(row[0]) for row in store._db.execute("SELECT trace_id FROM traces").rows]
     assert body["error"] == {"type": "Unavailable", "message": "llm down", "stage": "generation"}
     assert body["counts"]["fused"] == 3

@@ -5,11 +5,21 @@ outcomes, each stage's timing and metadata, and the BM25, dense, fused,
 reranked and dropped lists. Traces live in SQLite under the data directory
 (embedded) or in the control-plane PostgreSQL database (cluster mode); the
 oldest are deleted once `limit` is exceeded.
+
+Traces are written off the request path: `put` hands a trace to a bounded queue
+that a background thread drains, committing up to `batch_size` traces per
+transaction. A full queue drops the trace (`put` returns False, the gateway counts
+it in ragkb_traces_dropped_total) rather than making the request wait. Until
+committed, a trace is read from the queue, so a trace can be read right after its
+answer; `close` writes what is queued.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +31,8 @@ from shared.errors import InvalidArgument, NotFound
 from shared.state.postgres import database_for
 from shared.state.sql import SqlDatabase, SqliteDatabase
 from shared.stores.acl import ACL_KEY
+
+log = logging.getLogger("ragkb.gateway.traces")
 
 SNIPPET_CHARS = 300
 
@@ -102,39 +114,98 @@ CREATE TABLE IF NOT EXISTS traces (seq INTEGER PRIMARY KEY AUTOINCREMENT, trace_
 
 
 class TraceStore:
-    """Bounded trace storage; safe to share between threads. `where`: a SQLite file or the control-plane database."""
+    """Bounded trace storage with a background writer; safe to share between threads.
 
-    def __init__(self, where: Path | SqlDatabase, *, limit: int = 1000):
-        if limit < 1:
-            raise ValueError(f"trace limit must be >= 1, got {limit}")
+    `where`: a SQLite file or the control-plane database; `queue_size`: traces waiting to be written
+    before `put` drops; `batch_size`: traces per commit.
+    """
+
+    def __init__(self, where: Path | SqlDatabase, *, limit: int = 1000, queue_size: int = 1000,
+                 batch_size: int = 100):
+        if limit < 1 or queue_size < 1 or batch_size < 1:
+            raise ValueError(f"trace limit, queue size and batch size must be >= 1, got {limit}, {queue_size}, "
+                             f"{batch_size}")
         self.limit = limit
+        self.queue_size = queue_size
+        self.batch_size = batch_size
         # a trace is a diagnostic record written on every query: no fsync per answer
         self._db = (SqliteDatabase(where, schema=SQLITE_SCHEMA, durable=False) if isinstance(where, (str, Path))
                     else where)
+        self._queued: dict[str, dict] = {}  # trace id -> trace, oldest first, until committed
+        self._changed = threading.Condition()
+        self._closing = False
+        self._writer = threading.Thread(target=self._write_queued, name="trace-writer", daemon=True)
+        self._writer.start()
 
     @classmethod
     def for_settings(cls, settings) -> TraceStore:
         return cls(database_for(settings) or Path(settings.data_dir) / "traces.sqlite", limit=settings.trace_limit)
 
-    def put(self, trace: dict) -> None:
-        body = json.dumps(trace, ensure_ascii=False)
-        namespaces = json.dumps(trace["request"]["namespaces"])
-        with self._db.transaction() as db:
-            seq = db.execute("INSERT INTO traces(trace_id, namespaces, body) VALUES (?, ?, ?) ON CONFLICT(trace_id) "
-                             "DO UPDATE SET namespaces = excluded.namespaces, body = excluded.body RETURNING seq",
-                             (trace["trace_id"], namespaces, body)).one()[0]
-            db.execute("DELETE FROM traces WHERE seq <= ?", (seq - self.limit,))
+    def put(self, trace: dict) -> bool:
+        """Queue `trace` for writing; False (dropped) when the queue is full or the store is closed."""
+        with self._changed:
+            if self._closing or (len(self._queued) >= self.queue_size and trace["trace_id"] not in self._queued):
+                return False
+            self._queued.pop(trace["trace_id"], None)  # a rewrite of a queued trace goes to the end
+            self._queued[trace["trace_id"]] = trace
+            self._changed.notify_all()
+        return True
 
     def get(self, trace_id: str) -> dict:
         if not trace_id or len(trace_id) > 64 or not trace_id.isalnum():
             raise InvalidArgument(f"invalid trace id {trace_id[:80]!r}: expected up to 64 letters and digits")
+        with self._changed:
+            queued = self._queued.get(trace_id)
+        if queued is not None:  # read back as the stored JSON reads, not as the live dict
+            return json.loads(json.dumps(queued, ensure_ascii=False))
         row = self._db.execute("SELECT body FROM traces WHERE trace_id = ?", (trace_id,)).one()
         if row is None:
             raise NotFound(f"no trace {trace_id!r} (it may have been evicted; the store keeps the last {self.limit})")
         return json.loads(row[0])
 
     def count(self) -> int:
+        """Traces stored, once those queued now are written."""
+        self.flush()
         return self._db.execute("SELECT count(*) FROM traces").one()[0]
 
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until every trace queued so far is written (or dropped after a failed commit)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._queued or not self._writer.is_alive(), timeout_s)
+
     def close(self) -> None:
+        """Write what is queued, stop the writer, close the database."""
+        with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+        self._writer.join()
         self._db.close()
+
+    def _write_queued(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._queued or self._closing)
+                if not self._queued:
+                    return  # closing, nothing left
+                batch = list(itertools.islice(self._queued.items(), self.batch_size))
+            try:
+                self._commit(batch)
+            except Exception as error:  # losing traces must not stop the writer
+                log.warning("%d traces not stored: %s", len(batch), error)
+            with self._changed:
+                for trace_id, trace in batch:
+                    if self._queued.get(trace_id) is trace:
+                        del self._queued[trace_id]
+                self._changed.notify_all()
+
+    def _commit(self, batch: list[tuple[str, dict]]) -> None:
+        rows = [(trace_id, json.dumps(trace["request"]["namespaces"]), json.dumps(trace, ensure_ascii=False))
+                for trace_id, trace in batch]
+        with self._db.transaction() as db:
+            last = 0
+            for row in rows:
+                seq = db.execute("INSERT INTO traces(trace_id, namespaces, body) VALUES (?, ?, ?) "
+                                  "ON CONFLICT(trace_id) DO UPDATE SET namespaces = excluded.namespaces, "
+                                  "body = excluded.body RETURNING seq", row).one()[0]
+                last = max(last, seq)
+            db.execute("DELETE FROM traces WHERE seq <= ?", (last - self.limit,))

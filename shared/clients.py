@@ -262,14 +262,15 @@ class GeneratorClient(_ServiceClient):
     stub_class = generator_pb2_grpc.GeneratorServiceStub
 
     def generate(self, kb: str, query: str, sources: list[chunk_pb2.Candidate], *,
-                 timeout_s: float | None = None) -> generator_pb2.GenerateResponse:
-        request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources)
+                 timeout_s: float | None = None,
+                 query_vector: chunk_pb2.QueryVector | None = None) -> generator_pb2.GenerateResponse:
+        request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources, query_vector=query_vector)
         return self._call("Generate", request, timeout_s=timeout_s, idempotent=True)
 
     def generate_stream(self, kb: str, query: str, sources: list[chunk_pb2.Candidate], *,
-                        timeout_s: float | None = None):
+                        timeout_s: float | None = None, query_vector: chunk_pb2.QueryVector | None = None):
         """GenerateEvents as the model writes (tokens, then one final); errors become the project's exceptions."""
-        request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources)
+        request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources, query_vector=query_vector)
         self._attach(request)
         return _TranslatedStream(self._stub_now().GenerateStream(request, timeout=timeout_s or self.timeout_s),
                                  self.service)

@@ -242,8 +242,9 @@ class RetrieverClient(_ServiceClient):
         return self._call("Retrieve", request, timeout_s=timeout_s, idempotent=True)
 
     def chunks_by_group(self, kb: str, namespaces: list[str], group_ids: list[str], *,
-                        timeout_s: float | None = None) -> list[chunk_pb2.KnowledgeChunk]:
-        request = retriever_pb2.ChunksByGroupRequest(kb=kb, namespaces=namespaces, group_ids=group_ids)
+                        timeout_s: float | None = None, with_vectors: bool = False) -> list[chunk_pb2.KnowledgeChunk]:
+        request = retriever_pb2.ChunksByGroupRequest(kb=kb, namespaces=namespaces, group_ids=group_ids,
+                                                     chunk_vectors=with_vectors)
         return list(self._call("ChunksByGroup", request, timeout_s=timeout_s, idempotent=True).chunks)
 
 

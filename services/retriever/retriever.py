@@ -170,18 +170,23 @@ class Retriever:
             carrying.append(candidate)
         return carrying
 
-    def chunks_by_group(self, kb: KBConfig, namespaces: list[str],
-                        group_ids: list[str]) -> list[chunk_pb2.KnowledgeChunk]:
-        """Every part of the given split groups (the reranker restores split blocks with it)."""
+    def chunks_by_group(self, kb: KBConfig, namespaces: list[str], group_ids: list[str], *,
+                        vectors_for: chunk_pb2.SearchFilter | None = None) -> list[chunk_pb2.KnowledgeChunk]:
+        """Every part of the given split groups (the reranker restores split blocks with it); with
+        `vectors_for` (the caller's filter), each part carries its stored vectors for an answer."""
         require_namespaces(chunk_pb2.SearchFilter(namespaces=namespaces))
         try:
             keyword = components.keyword_store_for(kb, self._settings, self._registry)
-            return keyword.chunks_by_group(namespaces, group_ids)
+            parts = keyword.chunks_by_group(namespaces, group_ids)
         except Unavailable as error:
             # the keyword engine is down: the vector store holds the same chunks, so parts are still restored
             log.warning("sibling fetch falls back to the vector store: %s", error)
             vector = components.vector_store_for(kb, self._settings, self._registry)
-            return vector.chunks_by_group(namespaces, group_ids)
+            parts = vector.chunks_by_group(namespaces, group_ids)
+        if vectors_for is None:
+            return parts
+        candidates = self._with_vectors(kb, [chunk_pb2.Candidate(chunk=c) for c in parts], vectors_for)
+        return [c.chunk for c in candidates]
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -37,7 +37,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         if not namespaces:
             raise InvalidArgument("ChunksByGroup needs at least one namespace")
         tenant = tenancy.require()
-        chunks = self._retriever.chunks_by_group(self._kbs.config(request), namespaces, list(request.group_ids))
+        vectors_for = tenancy.scope_filter(chunk_pb2.SearchFilter(namespaces=namespaces)) if request.chunk_vectors \
+            else None
+        chunks = self._retriever.chunks_by_group(self._kbs.config(request), namespaces, list(request.group_ids),
+                                                 vectors_for=vectors_for)
         return retriever_pb2.ChunksByGroupResponse(chunks=[c for c in chunks if tenancy.readable(c, tenant)])
 
 

@@ -8,16 +8,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ChunksByGroupRequest(_message.Message):
-    __slots__ = ("kb", "namespaces", "group_ids", "context")
+    __slots__ = ("kb", "namespaces", "group_ids", "chunk_vectors", "context")
     KB_FIELD_NUMBER: _ClassVar[int]
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
     GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_VECTORS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     kb: str
     namespaces: _containers.RepeatedScalarFieldContainer[str]
     group_ids: _containers.RepeatedScalarFieldContainer[str]
+    chunk_vectors: bool
     context: _chunk_pb2.CallContext
-    def __init__(self, kb: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., group_ids: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
+    def __init__(self, kb: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., group_ids: _Optional[_Iterable[str]] = ..., chunk_vectors: bool = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class ChunksByGroupResponse(_message.Message):
     __slots__ = ("chunks",)

@@ -252,8 +252,9 @@ class RetrieverClient(_ServiceClient):
         return self._call("Retrieve", request, timeout_s=timeout_s, idempotent=True)
 
     def chunks_by_group(self, kb: str, namespaces: list[str], group_ids: list[str], *,
-                        timeout_s: float | None = None) -> list[chunk_pb2.KnowledgeChunk]:
-        request = retriever_pb2.ChunksByGroupRequest(kb=kb, namespaces=namespaces, group_ids=group_ids)
+                        timeout_s: float | None = None, with_vectors: bool = False) -> list[chunk_pb2.KnowledgeChunk]:
+        request = retriever_pb2.ChunksByGroupRequest(kb=kb, namespaces=namespaces, group_ids=group_ids,
+                                                     chunk_vectors=with_vectors)
         return list(self._call("ChunksByGroup", request, timeout_s=timeout_s, idempotent=True).chunks)
 
 
@@ -272,14 +273,15 @@ class GeneratorClient(_ServiceClient):
     stub_class = generator_pb2_grpc.GeneratorServiceStub
 
     def generate(self, kb: str, query: str, sources: list[chunk_pb2.Candidate], *,
-                 timeout_s: float | None = None) -> generator_pb2.GenerateResponse:
-        request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources)
+                 timeout_s: float | None = None,
+                 query_vector: chunk_pb2.QueryVector | None = None) -> generator_pb2.GenerateResponse:
+        request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources, query_vector=query_vector)
         return self._call("Generate", request, timeout_s=timeout_s, idempotent=True)
 
     def generate_stream(self, kb: str, query: str, sources: list[chunk_pb2.Candidate], *,
-                        timeout_s: float | None = None):
+                        timeout_s: float | None = None, query_vector: chunk_pb2.QueryVector | None = None):
         """GenerateEvents as the model writes (tokens, then one final); errors become the project's exceptions."""
-        request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources)
+        request = generator_pb2.GenerateRequest(kb=kb, query=query, sources=sources, query_vector=query_vector)
         self._attach(request)
         return _TranslatedStream(self._stub_now().GenerateStream(request, timeout=timeout_s or self.timeout_s),
                                  self.service)

@@ -15,7 +15,11 @@ What it measures
      of the two rates, so a load change on a shared machine during the run shows as a
      spread between them instead of moving the ratio unseen.
   The ratio pipeline chunks/s / encode chunks/s is the share of the model's raw speed the
-  pipeline delivers (1.0 = no overhead). Beside it, the same ratio in CPU seconds (this
+  pipeline delivers (1.0 = no overhead). The indexer also embeds each chunk's scored sentences
+  (shared/sentence_vectors.py), in the same call as the chunks: what that costs the bare model
+  is measured beside it, before and after the pipeline too (one `encode` over the chunks and
+  their sentences, as the indexer calls it; and, once, the sentences alone as a second call),
+  and the pipeline is also compared with the chunks+sentences encode. Beside it, the same ratio in CPU seconds (this
   process, its parse workers and the Milvus Lite server; the bare encode runs in this
   process alone): chunks per CPU second of the pipeline over those of the bare encode,
   which other processes' load moves far less than wall time.
@@ -39,6 +43,7 @@ import _common as common
 from services.parser.parser import parse_document
 from shared.config import DEFAULT_NAMESPACE, KBConfig
 from shared.embedders import resolve_model_dir
+from shared.sentences import scored_sentences
 
 KB = "bench"
 
@@ -53,14 +58,16 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def indexed_chunk_texts(kb: KBConfig, files: list[tuple[str, Path]]) -> list[str]:
-    """The chunk contents the indexer embedded: the parser's domain function, same chunker config."""
-    texts = []
+def indexed_chunks(kb: KBConfig, files: list[tuple[str, Path]]) -> tuple[list[str], list[str]]:
+    """(the chunk contents, their scored sentences) the indexer embedded: the parser's domain function, same
+    chunker config."""
+    texts, sentences = [], []
     for doc_id, path in files:
         result = parse_document(kb=kb.name, namespace=DEFAULT_NAMESPACE, filename=path.name,
                                 data=path.read_bytes(), doc_id=doc_id, chunker=kb.chunker)
         texts.extend(chunk.content for chunk in result.chunks)
-    return texts
+        sentences.extend(s for chunk in result.chunks for s in scored_sentences(chunk))
+    return texts, sentences
 
 
 def bare_model(kb: KBConfig):
@@ -103,11 +110,15 @@ def main() -> None:
         root = Path(tmp)
         files = common.write_documents(docs, root / "files")
         print("chunking the documents for the baseline ...", file=sys.stderr)
-        all_texts = indexed_chunk_texts(kb, files)
+        all_texts, all_sentences = indexed_chunks(kb, files)
         model = bare_model(kb)
         print(f"bare encode of {len(all_texts)} chunks (before the pipeline) ...", file=sys.stderr)
         before_s, before_cpu = bare_encode(model, all_texts, args.batch_size)
         before_cps, before_cpu_cps = len(all_texts) / before_s, len(all_texts) / before_cpu
+        print(f"bare encode of the chunks and their {len(all_sentences)} sentences, one call ...", file=sys.stderr)
+        both_before_s, _ = bare_encode(model, all_texts + all_sentences, args.batch_size)
+        print("bare encode of the sentences alone ...", file=sys.stderr)
+        sentences_s, _ = bare_encode(model, all_sentences, args.batch_size)
         stack = common.start_stack(root)
         try:
             with httpx.Client(base_url=stack.http_url, timeout=120) as client:
@@ -119,7 +130,7 @@ def main() -> None:
             done = [job for job in jobs if job["state"] == "done"]
             chunks = sum(int(job["chunks_total"]) for job in done)
             done_ids = {job["doc_id"] for job in done}
-            texts = indexed_chunk_texts(kb, [(d, p) for d, p in files if d in done_ids])
+            texts, sentences = indexed_chunks(kb, [(d, p) for d, p in files if d in done_ids])
             if len(texts) != chunks:
                 print(f"warning: re-chunking gave {len(texts)} chunks, the jobs reported {chunks}", file=sys.stderr)
         finally:
@@ -127,6 +138,9 @@ def main() -> None:
         print(f"bare encode of {len(texts)} chunks (after the pipeline) ...", file=sys.stderr)
         after_s, after_cpu = bare_encode(model, texts, args.batch_size)
         after_cps, after_cpu_cps = len(texts) / after_s, len(texts) / after_cpu
+        print("bare encode of the chunks and their sentences, one call (after the pipeline) ...", file=sys.stderr)
+        both_after_s, _ = bare_encode(model, texts + sentences, args.batch_size)
+        both_cps = (len(all_texts) / both_before_s + len(texts) / both_after_s) / 2
 
     latency_p50, latency_p95 = common.p50_p95([common.job_seconds(job) for job in done])
     pipeline_cps = chunks / wall
@@ -143,6 +157,12 @@ def main() -> None:
         ("encode chunks/s before / after", f"{before_cps:.2f} / {after_cps:.2f}"),
         ("encode chunks/s (mean)", f"{encode_cps:.2f}"),
         ("ratio pipeline/encode", f"{pipeline_cps / encode_cps:.3f}"),
+        ("scored sentences (of the chunks)", f"{len(sentences)}"),
+        ("encode chunks+sentences, one call: chunks/s before / after",
+         f"{len(all_texts) / both_before_s:.2f} / {len(texts) / both_after_s:.2f}"),
+        ("  its time / the chunks' alone (before)", f"{both_before_s / before_s:.2f}"),
+        ("  sentences as a second call: its time / the chunks' (before)", f"{sentences_s / before_s:.2f}"),
+        ("ratio pipeline/encode chunks+sentences", f"{pipeline_cps / both_cps:.3f}"),
         ("pipeline CPU seconds", f"{pipeline_cpu:.2f}"),
         ("pipeline chunks/CPU s", f"{chunks / pipeline_cpu:.2f}"),
         ("encode chunks/CPU s (mean)", f"{encode_cpu_cps:.2f}"),

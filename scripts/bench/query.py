@@ -12,7 +12,9 @@ What it measures
   stage in the response `stages` (and the retrieval routes from its metadata),
   Recall@10, Hit@10 and MRR@10 at document level over `chunks[*].chunk.doc_id`.
   The generation stage is broken down by the generator's own steps (evidence selection,
-  answer, citation validation, claim check) when its metadata carries them.
+  answer, citation validation, claim check, and the time it spent embedding) when its
+  metadata carries them, with the mean number of vectors per query it computed and the
+  number that came with the chunks (stored at ingest) and the query (the retriever's).
   Baseline, same process: a bare `SentenceTransformer.encode` of each query, run right
   before its REST call (so both see the same load), and the ratios total p50 / embed p50
   and total p95 / embed p50.
@@ -46,7 +48,8 @@ from shared.embedders import resolve_model_dir
 KB = "bench"
 CONFIG_YAML = "retriever:\n  top_k: 10\nreranker:\n  top_n: 10\n"
 # the generator's own steps, in the generation stage's metadata
-GENERATOR_STEPS = ("select_evidence_ms", "generate_ms", "validate_citations_ms", "check_claims_ms")
+GENERATOR_STEPS = ("select_evidence_ms", "generate_ms", "validate_citations_ms", "check_claims_ms", "embed_ms")
+VECTOR_KINDS = ("question", "sentences", "claims", "chunks")  # the generator's vectors_{carried,computed}_<kind>
 
 
 def parse_args() -> argparse.Namespace:
@@ -161,16 +164,19 @@ def main() -> None:
             stack.stop()
 
     totals = [ms for ms, _ in results]
-    stage_ms, route_ms, step_ms = defaultdict(list), defaultdict(list), defaultdict(list)
+    stage_ms, route_ms, step_ms, vectors = defaultdict(list), defaultdict(list), defaultdict(list), defaultdict(list)
     for _, body in results:
         for name, stage in body["stages"].items():
             stage_ms[name].append(stage["ms"])
-        for key in common.ROUTES:
+        for key in (*common.ROUTES, "chunk_vectors_ms"):
             if key in body["stages"].get("retrieval", {}).get("metadata", {}):
                 route_ms[key].append(float(body["stages"]["retrieval"]["metadata"][key]))
         for key in GENERATOR_STEPS:
             if key in body["stages"].get("generation", {}).get("metadata", {}):
                 step_ms[key].append(float(body["stages"]["generation"]["metadata"][key]))
+        for key, value in body["stages"].get("generation", {}).get("metadata", {}).items():
+            if key.startswith("vectors_"):
+                vectors[key.removeprefix("vectors_")].append(int(value))
     total_p50, total_p95 = common.p50_p95(totals)
     embed_p50, embed_p95 = common.p50_p95(embeds)
     recall, hit, mrr = quality(results, measured)
@@ -180,12 +186,17 @@ def main() -> None:
     for name in common.STAGES:
         p50, p95 = common.p50_p95(stage_ms.get(name, []))
         rows.append((f"{name} p50 / p95 ms", f"{p50:.2f} / {p95:.2f}"))
-    for key in common.ROUTES:
+    for key in (*common.ROUTES, "chunk_vectors_ms"):
         p50, p95 = common.p50_p95(route_ms.get(key, []))
         rows.append((f"  retrieval {key.removesuffix('_ms')} p50 / p95 ms", f"{p50:.2f} / {p95:.2f}"))
     for key in GENERATOR_STEPS:
         p50, p95 = common.p50_p95(step_ms.get(key, []))
         rows.append((f"  generation {key.removesuffix('_ms')} p50 / p95 ms", f"{p50:.2f} / {p95:.2f}"))
+    for kind in VECTOR_KINDS:
+        carried, computed = vectors.get(f"carried_{kind}", []), vectors.get(f"computed_{kind}", [])
+        if carried or computed:
+            rows.append((f"  generator {kind} vectors / query: carried, computed",
+                         f"{statistics.fmean(carried or [0]):.1f}, {statistics.fmean(computed or [0]):.1f}"))
     rows += [("Recall@10 (doc level)", f"{recall:.3f}"), ("Hit@10", f"{hit:.3f}"), ("MRR@10", f"{mrr:.3f}"),
              ("bare embed 1 query p50 / p95 ms", f"{embed_p50:.1f} / {embed_p95:.1f}"),
              ("ratio total p50 / embed p50", f"{total_p50 / embed_p50:.2f}"),

@@ -22,6 +22,7 @@ from services.generator.answerability import Decision, decide, incomplete_signal
 from services.generator.evidence import Embed, Evidence, select_evidence
 from services.generator.extractive import Draft
 from services.generator.prompts import Intent, classify_intent
+from services.generator.vectors import AnswerVectors
 from shared.config import GeneratorConfig
 from shared.contracts import chunk_pb2, generator_pb2
 from shared.text import detect_language
@@ -48,20 +49,27 @@ class _Prepared:
     evidence: Evidence
     decision: Decision
     evidence_ms: float  # evidence selection, intent and the answerability decision
+    vectors: AnswerVectors | None
 
 
 class Answerer:
     def __init__(self, kb: str, config: GeneratorConfig, generator: Generator, checker: ClaimChecker, *,
-                 embed: Embed | None = None, embed_languages: tuple[str, ...] = ()):
+                 embed: Embed | None = None, embed_languages: tuple[str, ...] = (), embedder_key: str = "",
+                 dimension: int = 0):
+        """`embedder_key` and `dimension` name the KB's embedder (shared/sentence_vectors.embedder_key): vectors
+        carried with a request are used only when they were made by it ('' = never)."""
         self._kb = kb
         self._config = config
         self._generator = generator
         self._checker = checker
         self._embed = embed
         self._embed_languages = embed_languages
+        self._embedder_key = embedder_key
+        self._dimension = dimension
 
-    def answer(self, query: str, sources: list[chunk_pb2.Candidate]) -> generator_pb2.GenerateResponse:
-        prepared = self._prepare(query, sources)
+    def answer(self, query: str, sources: list[chunk_pb2.Candidate], *,
+               query_vector: chunk_pb2.QueryVector | None = None) -> generator_pb2.GenerateResponse:
+        prepared = self._prepare(query, sources, query_vector)
         if prepared.decision.refuse:
             return self._finish(prepared, prepared.refusal, True, "none", 0.0)
         started = time.perf_counter()
@@ -69,8 +77,9 @@ class Answerer:
                                          evidence=prepared.evidence)
         return self._finish(prepared, draft.answer, draft.refused, draft.generator, _ms(started))
 
-    def stream(self, query: str, sources: list[chunk_pb2.Candidate]) -> Iterator[generator_pb2.GenerateEvent]:
-        prepared = self._prepare(query, sources)
+    def stream(self, query: str, sources: list[chunk_pb2.Candidate], *,
+               query_vector: chunk_pb2.QueryVector | None = None) -> Iterator[generator_pb2.GenerateEvent]:
+        prepared = self._prepare(query, sources, query_vector)
         if prepared.decision.refuse:
             yield generator_pb2.GenerateEvent(token=prepared.refusal)
             yield generator_pb2.GenerateEvent(final=self._finish(prepared, prepared.refusal, True, "none", 0.0))
@@ -85,12 +94,15 @@ class Answerer:
         final = self._finish(prepared, text, self._generator.is_refusal(text), self._generator.name, _ms(started))
         yield generator_pb2.GenerateEvent(final=final)
 
-    def _prepare(self, query: str, sources: list[chunk_pb2.Candidate]) -> _Prepared:
+    def _prepare(self, query: str, sources: list[chunk_pb2.Candidate],
+                 query_vector: chunk_pb2.QueryVector | None) -> _Prepared:
         started = time.perf_counter()
         language = detect_language(query)
         refusal = self._config.refusal_zh if language == "zh" else self._config.refusal_en
-        evidence = select_evidence(query, sources, embed=self._embed, embed_languages=self._embed_languages,
-                                   max_sentences=self._config.max_sentences)
+        vectors = None if self._embed is None else AnswerVectors(
+            self._embed, sources, key=self._embedder_key, dimension=self._dimension, query_vector=query_vector)
+        evidence = select_evidence(query, sources, embed_languages=self._embed_languages,
+                                   max_sentences=self._config.max_sentences, vectors=vectors)
         decision = decide(self._config, evidence, bool(sources), incomplete=incomplete_signals(sources))
         floor = self._config.min_evidence_score
         if not decision.refuse and evidence.signals["coverage"] < floor:
@@ -98,7 +110,7 @@ class Answerer:
                                 f"no source covers enough of the question: coverage "
                                 f"{evidence.signals['coverage']:.2f} is below {floor:.2f}", decision.signals)
         return _Prepared(query=query, sources=sources, refusal=refusal, intent=classify_intent(query, sources),
-                         evidence=evidence, decision=decision, evidence_ms=_ms(started))
+                         evidence=evidence, decision=decision, evidence_ms=_ms(started), vectors=vectors)
 
     def _finish(self, prepared: _Prepared, text: str, refused: bool, generator: str,
                 generate_ms: float) -> generator_pb2.GenerateResponse:
@@ -107,8 +119,8 @@ class Answerer:
         validated = validate_markers(text, len(sources))
         validate_ms = _ms(started)
         started = time.perf_counter()
-        checked = CheckedAnswer(validated.text, [], []) if refused else self._checker.check(validated.text, sources,
-                                                                                    prepared.query)
+        checked = CheckedAnswer(validated.text, [], []) if refused else self._checker.check(
+            validated.text, sources, prepared.query, vectors=prepared.vectors)
         check_ms = _ms(started)
         citations = [] if refused else resolve_citations(checked.text, sources)
         decision = prepared.decision
@@ -136,8 +148,18 @@ class Answerer:
                     "flagged": str(verdicts.count("flagged")), "dropped": str(verdicts.count("dropped"))}),
                 chunk_pb2.StageReport(name="select_evidence", ms=prepared.evidence_ms,
                                       metadata={"sentences": str(len(prepared.evidence.sentences))}),
+                *self._embed_report(prepared.vectors),
             ],
         )
+
+
+    @staticmethod
+    def _embed_report(vectors: AnswerVectors | None) -> list[chunk_pb2.StageReport]:
+        """The time the answer spent embedding (in evidence selection and the claim check) and which vectors
+        it computed and which came with the request."""
+        if vectors is None:
+            return []
+        return [chunk_pb2.StageReport(name="embed", ms=round(vectors.embed_ms, 2), metadata=vectors.report())]
 
 
 def _ms(started: float) -> float:

@@ -5,8 +5,10 @@ every chunk it cites and keeps its best score:
 
 - `lexical+embedding`: the mean of lexical support (share of the sentence's
   content terms found in the chunk) and the embedding cosine of sentence and
-  chunk. The embedding half is used only when the embedder declares the
-  sentence's language (MiniLM is blind on Chinese); otherwise lexical alone.
+  chunk (the chunk's own vector, of its `content`, as the index holds it). The
+  embedding half is used only when the embedder declares the sentence's
+  language (MiniLM is blind on Chinese); otherwise lexical alone. The vectors
+  come with the chunks when the indexer stored them (`vectors.AnswerVectors`).
 - `lexical`: lexical support alone.
 - `cross-encoder`: the reranker's cross-encoder score of (sentence, chunk).
 - `nli` / `llm`: a `verifiers.Verifier` judges entailment (a local NLI model, an LLM judge).
@@ -37,6 +39,7 @@ import numpy as np
 
 from services.generator.citations import VALID, sentences_with_markers, tidy_spaces
 from services.generator.evidence import question_terms, read_chunk, stem, terms
+from services.generator.vectors import AnswerVectors
 from services.generator.verifiers import ContradictionRules, Verifier
 from shared.contracts import chunk_pb2, generator_pb2
 from shared.text import detect_language, query_terms
@@ -87,9 +90,13 @@ class ClaimChecker:
         self._verifier = verifier
         self._rules = ContradictionRules()
 
-    def check(self, answer: str, sources: list[chunk_pb2.Candidate], query: str = "") -> CheckedAnswer:
+    def check(self, answer: str, sources: list[chunk_pb2.Candidate], query: str = "",
+              vectors: AnswerVectors | None = None) -> CheckedAnswer:
+        """`vectors`: the answer's carried or computed vectors (the checker's embed computes them without)."""
         if self.method == "off":
             return CheckedAnswer(answer, [], [])
+        if self._embed is not None and vectors is None:
+            vectors = AnswerVectors(self._embed, sources)
         checks: list[generator_pb2.ClaimCheck] = []
         issues: list[generator_pb2.CitationIssue] = []
         kept_sentences: list[str] = []
@@ -100,7 +107,7 @@ class ClaimChecker:
                 continue
             claim = tidy_spaces(VALID.sub("", sentence))
             cited = [sources[n - 1].chunk for n in dict.fromkeys(numbers)]
-            check = self._score(claim, cited)
+            check = self._score(claim, cited, vectors)
             check.numbers.extend(dict.fromkeys(numbers))
             if query and not check.reason and not _addresses(query, claim, cited):
                 check.support, check.reason = 0.0, "does not address the question"
@@ -118,7 +125,8 @@ class ClaimChecker:
         text = answer if not any(c.verdict == "dropped" for c in checks) else _join(kept_sentences, separator)
         return CheckedAnswer(text, checks, issues)
 
-    def _score(self, claim: str, chunks: list[chunk_pb2.KnowledgeChunk]) -> generator_pb2.ClaimCheck:
+    def _score(self, claim: str, chunks: list[chunk_pb2.KnowledgeChunk],
+               vectors: AnswerVectors | None) -> generator_pb2.ClaimCheck:
         texts = [(" ".join(c.heading_path) + "\n" + (c.raw_content or c.content)).strip() for c in chunks]
         wanted = _claim_terms(claim)
         lexical = [_held(wanted, read_chunk(c).content_terms) for c in chunks]
@@ -132,9 +140,9 @@ class ClaimChecker:
         if self.method == "cross-encoder":
             semantic = list(self._cross(claim, texts))
             support = semantic
-        elif self._embed is not None and detect_language(claim) in self._languages:
-            vectors = self._embed([claim, *texts])
-            semantic = [float(np.dot(vectors[0], v)) for v in vectors[1:]]
+        elif vectors is not None and self._embed is not None and detect_language(claim) in self._languages:
+            claim_vector, chunk_vectors = vectors.claim(claim, chunks)
+            semantic = [float(np.dot(claim_vector, v)) for v in chunk_vectors]
             support = [(lx + max(0.0, sm)) / 2 for lx, sm in zip(lexical, semantic)]
         else:
             method = "lexical"

@@ -32,15 +32,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from services.generator.answer_type import holds_answer_type
-from services.generator.sources_guard import is_instruction
 from shared.contracts import chunk_pb2
-from shared.text import analyze, detect_language, query_terms, split_sentences
+from shared.sentences import chunk_body, is_question, is_table_row, quotable_sentences
+from shared.text import analyze, detect_language, query_terms
 
 Embed = Callable[[list[str]], np.ndarray]
 
-_TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
-_WORD = re.compile(r"[\u3400-\u9fff]|[^\W\d_\u3400-\u9fff]{2,}", re.UNICODE)  # a Chinese character, or a word
-_KEY_VALUE = re.compile(r"^[^.:：。]{1,40}[:：]\s*\S")
 _NUMBER_ASK = re.compile(r"\bhow (?:many|much|long|far|old|often|fast|big|large|heavy|high|tall)\b|\bwhen\b"
                          r"|\bwhat (?:year|date|percentage|number)\b|多久|多少|几|多长|多大|多重|多高|何时|哪一?年|什么时候",
                          re.IGNORECASE)
@@ -110,40 +107,6 @@ def question_terms(query: str) -> set[str]:
     return (wanted - QUESTION_FRAME) or wanted
 
 
-def is_table_row(line: str) -> bool:
-    stripped = line.strip()
-    return stripped.startswith("|") or stripped.count("|") >= 2 or stripped.count("\t") >= 2
-
-
-def is_debris(line: str) -> bool:
-    """Table rules and infobox-like fragments (labels, bare values): nothing a reader can quote as an answer."""
-    stripped = line.strip()
-    if not stripped or _TABLE_RULE.match(stripped):
-        return True
-    if is_table_row(stripped):
-        return sum(1 for cell in re.split(r"[|\t]", stripped) if cell.strip()) < 2
-    words = _WORD.findall(stripped)
-    if len(words) < 4 and detect_language(stripped) != "zh":
-        return True  # a label, a value, a heading: no claim of its own
-    if detect_language(stripped) == "zh" and len(stripped) < 8:
-        return True
-    return bool(_KEY_VALUE.match(stripped)) and len(words) < 8
-
-
-def source_sentences(chunk: chunk_pb2.KnowledgeChunk) -> list[str]:
-    """Quotable sentences of a chunk, in order: no debris, no instructions aimed at the assistant.
-    A table row counts as one sentence."""
-    return list(_quotable(chunk.raw_content or chunk.content))
-
-
-def _quotable(text: str) -> tuple[str, ...]:
-    sentences = []
-    for line in text.split("\n"):
-        pieces = [line.strip()] if is_table_row(line) else split_sentences(line.strip())
-        sentences.extend(p for p in pieces if not is_debris(p) and not is_instruction(p))
-    return tuple(sentences)
-
-
 @dataclass(frozen=True)
 class SentenceReading:
     """What scoring reads from one quotable sentence, whatever the question."""
@@ -167,7 +130,7 @@ class ChunkReading:
 
 def read_chunk(chunk: chunk_pb2.KnowledgeChunk) -> ChunkReading:
     """The chunk's reading, computed once per text: passages recur across questions."""
-    return _read(tuple(chunk.heading_path), chunk.raw_content or chunk.content)
+    return _read(tuple(chunk.heading_path), chunk_body(chunk))
 
 
 @functools.lru_cache(maxsize=CHUNK_READINGS)
@@ -175,7 +138,7 @@ def _read(heading_path: tuple[str, ...], body: str) -> ChunkReading:
     sentences = tuple(
         SentenceReading(order, sentence, frozenset(terms(sentence)), detect_language(sentence),
                         bool(_NUMBER.search(sentence)), is_table_row(sentence))
-        for order, sentence in enumerate(_quotable(body)) if not sentence.rstrip().endswith(("?", "？")))
+        for order, sentence in enumerate(quotable_sentences(body)) if not is_question(sentence))
     text = " ".join(heading_path) + "\n" + body
     return ChunkReading(sentences, frozenset(terms(" ".join(heading_path))), frozenset(terms(text)),
                         frozenset(stem(t) for t in query_terms(text.strip())))
@@ -212,7 +175,9 @@ def _share(wanted: set[str], held: set[str] | frozenset[str]) -> float:
 
 
 def select_evidence(query: str, sources: Sequence[chunk_pb2.Candidate], *, embed: Embed | None = None,
-                    embed_languages: Sequence[str] = (), max_sentences: int = 3) -> Evidence:
+                    embed_languages: Sequence[str] = (), max_sentences: int = 3, vectors=None) -> Evidence:
+    """`vectors` (services/generator/vectors.AnswerVectors) gives the question's and sentences' vectors, carried
+    with the request or computed; `embed` alone computes them all."""
     language = detect_language(query)
     wanted = question_terms(query)
     tables_wanted = bool(_TABLE_ASK.search(query))
@@ -227,10 +192,14 @@ def select_evidence(query: str, sources: Sequence[chunk_pb2.Candidate], *, embed
     dense_scores: list[float | None] = [None] * len(rows)
     # only sentences sharing a term with the question can be in the span: the others are not embedded
     sharing = [i for i, (_, sentence, heading) in enumerate(rows) if wanted & (sentence.terms | heading)]
-    if embed is not None and sharing and language in embed_languages:
-        vectors = embed([query, *(rows[i][1].text for i in sharing)])
-        for i, vector in zip(sharing, vectors[1:]):
-            dense_scores[i] = float(np.dot(vectors[0], vector))
+    if (vectors is not None or embed is not None) and sharing and language in embed_languages:
+        if vectors is None:
+            from services.generator.vectors import AnswerVectors  # it reads chunks with this module
+
+            vectors = AnswerVectors(embed, sources)
+        question, found = vectors.evidence(query, [(rows[i][0], rows[i][1]) for i in sharing])
+        for i, vector in zip(sharing, found):
+            dense_scores[i] = float(np.dot(question, vector))
     scored = []
     for (number, sentence, heading), dense in zip(rows, dense_scores):
         lexical = sum(idf[t] for t in wanted & sentence.terms) / weight

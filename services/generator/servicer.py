@@ -12,6 +12,7 @@ from shared.cross_encoder import cross_encoder_for
 from shared.errors import FailedPrecondition
 from shared.kb_settings import SettingsResolver
 from shared.registry import ComponentRegistry
+from shared.sentence_vectors import embedder_key
 
 SERVICE_NAME = "ragkb.v1.GeneratorService"
 
@@ -25,12 +26,17 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
 
     def Generate(self, request: generator_pb2.GenerateRequest, context) -> generator_pb2.GenerateResponse:
         tenancy.check_chunks(s.chunk for s in request.sources)
-        return answerer_for(self._kbs.config(request), self._registry).answer(request.query, list(request.sources))
+        return answerer_for(self._kbs.config(request), self._registry).answer(
+            request.query, list(request.sources), query_vector=_query_vector(request))
 
     def GenerateStream(self, request: generator_pb2.GenerateRequest, context):
         tenancy.check_chunks(s.chunk for s in request.sources)
         answerer = answerer_for(self._kbs.config(request), self._registry)
-        yield from answerer.stream(request.query, list(request.sources))
+        yield from answerer.stream(request.query, list(request.sources), query_vector=_query_vector(request))
+
+
+def _query_vector(request: generator_pb2.GenerateRequest):
+    return request.query_vector if request.HasField("query_vector") else None
 
 
 def answerer_for(kb: KBConfig, registry: ComponentRegistry) -> Answerer:
@@ -38,7 +44,8 @@ def answerer_for(kb: KBConfig, registry: ComponentRegistry) -> Answerer:
     generator = registry.create("generator", config.name, config, cache_key=(config.model_dump_json(),))
     embedder = components.embedder_for(kb, registry)
     return Answerer(kb.name, config, generator, claim_checker_for(kb, registry),
-                    embed=cached_embed(embedder, registry), embed_languages=tuple(embedder.languages))
+                    embed=cached_embed(embedder, registry), embed_languages=tuple(embedder.languages),
+                    embedder_key=embedder_key(embedder), dimension=embedder.dimension)
 
 
 def cached_embed(embedder, registry: ComponentRegistry) -> CachedEmbed:

@@ -11,7 +11,9 @@ whose index exists (building, ready, live, retired): the request's version first
 the others from the registry's stored chunks, inside the same document lock, so a
 version being built and one kept for rollback miss nothing.
 
-Chunks are embedded and written in batches so callers see progress. An attempt
+Chunks are embedded and written in batches so callers see progress; the vectors of each chunk's
+scored sentences are embedded in the same call and stored beside the chunk's (shared/sentence_vectors.py),
+so the generator embeds no source text per query. An attempt
 that is abandoned part-way (the caller cancelled or went away) is rolled back:
 the chunks it wrote are deleted and the registry entry restored. An attempt cut
 short by a crash of the indexer itself leaves the entry in `indexing`; the next
@@ -38,6 +40,7 @@ from shared.errors import FailedPrecondition, InvalidArgument, NotFound
 from shared.kb import KnowledgeBaseCatalog
 from shared.kb_versions import VersionRows, version_config
 from shared.registry import ComponentRegistry
+from shared.sentence_vectors import embed_for_index
 
 log = logging.getLogger("ragkb.indexer")
 
@@ -120,7 +123,8 @@ class Indexer:
         batch_size = kb.embedder.batch_size
         for start in range(0, len(chunks), batch_size):
             batch = chunks[start:start + batch_size]
-            vector.upsert(batch, embedder.embed_documents([c.content for c in batch]))
+            embedded = embed_for_index(embedder, batch, sentences=vector.has_sentences)
+            vector.upsert(batch, embedded.chunks, embedded.sentences)
             keyword.upsert(batch)
         stale = sorted((in_keyword | in_vector) - wanted)
         vector.delete_ids(stale)
@@ -143,6 +147,8 @@ class Indexer:
         the attempt back.
         """
         _validate_chunks(kb.name, namespace, doc_id, chunks)
+        for chunk in chunks:
+            chunk.ClearField("vectors")  # the index computes its own; a chunk's stored payload never holds them
         self._other_versions(kb)  # refuses a dropped version before anything is written
         embedder, keyword, vector = self.open_stores(kb)
         with self.document_lock(kb.name, namespace, doc_id):
@@ -198,11 +204,11 @@ class Indexer:
             for start in range(0, len(fresh), batch_size):
                 batch = fresh[start:start + batch_size]
                 started = time.perf_counter()
-                vectors = embedder.embed_documents([c.content for c in batch])
+                embedded = embed_for_index(embedder, batch, sentences=vector.has_sentences)
                 stages["embed"] += _ms(started)
                 written.extend(c.chunk_id for c in batch)  # before the writes: a half-written batch is undone too
                 started = time.perf_counter()
-                vector.upsert(batch, vectors)
+                vector.upsert(batch, embedded.chunks, embedded.sentences)
                 stages["vector_write"] += _ms(started)
                 started = time.perf_counter()
                 keyword.upsert(batch)

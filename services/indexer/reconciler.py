@@ -26,6 +26,7 @@ from services.indexer.indexer import Indexer
 from services.indexer.registry import INCOMPLETE, INDEXED, INDEXING, DocumentEntry, DocumentRegistry
 from shared.config import KBConfig
 from shared.kb import KnowledgeBaseCatalog
+from shared.sentence_vectors import embed_for_index
 
 log = logging.getLogger("ragkb.indexer.reconciler")
 BATCH_DOCUMENTS = 200
@@ -158,7 +159,8 @@ class Reconciler:
         if for_keyword:
             keyword.upsert(for_keyword)
         if for_vector:
-            vector.upsert(for_vector, embedder.embed_documents([c.content for c in for_vector]))
+            embedded = embed_for_index(embedder, for_vector, sentences=vector.has_sentences)
+            vector.upsert(for_vector, embedded.chunks, embedded.sentences)
         vector.delete_ids(strays)
         keyword.delete_ids(strays)
         vector.await_visible([c.chunk_id for c in for_vector], strays)  # a reported repair is what searches see

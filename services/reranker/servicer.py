@@ -42,7 +42,9 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
         started = time.perf_counter()
         budget = Budget(top_n=top_n, max_context_tokens=config.max_context_tokens,
                         mmr_threshold=config.mmr_threshold, restore_parts=config.restore_parts)
-        fetch = partial(self._retriever.chunks_by_group, kb.name) if self._retriever else None
+        # restored parts carry their stored vectors too when the candidates do (they are for an answer)
+        with_vectors = any(c.chunk.HasField("vectors") for c in candidates)
+        fetch = partial(self._retriever.chunks_by_group, kb.name, with_vectors=with_vectors) if self._retriever else None
         assembly = assemble(outcome.kept, budget, count_tokens=components.embedder_for(kb, self._registry).count_tokens,
                             fetch_siblings=fetch)
         assemble_ms = _ms(started)

@@ -6,6 +6,10 @@ text it reaches, does the keyword engine match the query's terms); the fusion
 function (weighted RRF or a convex combination of normalised scores) is the KB's,
 fitted by `ragkb tune`. A route that fails or times out is reported in `degraded`
 and the other route still answers.
+
+For an answer (`with_vectors`), the fused candidates carry the vectors the indexer stored for them
+(`KnowledgeChunk.vectors`: the chunk's and its sentences', read by id under the same filter as the
+searches), and the result carries the dense route's query vector, so the generator embeds neither.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from shared.config import KBConfig, RetrieverConfig, Settings
 from shared.contracts import chunk_pb2
 from shared.errors import InvalidArgument, Unavailable
 from shared.registry import ComponentRegistry
+from shared.sentence_vectors import embedder_key, pack_vector
 from shared.stores.base import require_namespaces
 from shared.stores.filters import metadata_pairs
 from shared.text import detect_language
@@ -42,6 +47,7 @@ class RetrievalResult:
     competence: dict[str, float] = field(default_factory=dict)
     fusion: str = ""
     sparse: list[chunk_pb2.Candidate] = field(default_factory=list)  # only for an embedder with lexical weights
+    query_vector: chunk_pb2.QueryVector | None = None  # the dense route's, when it answered
 
 
 def fusion_spec(config: RetrieverConfig) -> FusionSpec:
@@ -73,7 +79,7 @@ class Retriever:
         self.hit_reads = HitReads()  # per-text competence reads, shared by every KB (keys name the model)
 
     def retrieve(self, kb: KBConfig, query: str, search_filter: chunk_pb2.SearchFilter, *, top_k: int = 0,
-                 candidate_depth: int = 0) -> RetrievalResult:
+                 candidate_depth: int = 0, with_vectors: bool = False) -> RetrievalResult:
         # a bad filter is the caller's error, not a route failure: check it before the routes run
         require_namespaces(search_filter)
         metadata_pairs(search_filter)
@@ -93,6 +99,7 @@ class Retriever:
             started = time.perf_counter()
             vector = components.vector_store_for(kb, self._settings, self._registry)
             query_vector = embedder.embed_query(query)
+            embedded.append(query_vector)
             return vector.search(query_vector, search_filter, dense_depth), _ms(started)
 
         def sparse_route():
@@ -100,6 +107,7 @@ class Retriever:
             vector = components.vector_store_for(kb, self._settings, self._registry)
             return vector.search_sparse(embedder.sparse_query(query), search_filter, dense_depth), _ms(started)
 
+        embedded: list = []  # the dense route's query vector
         submitted = {"bm25": self._pool.submit(bm25_route), "dense": self._pool.submit(dense_route)}
         if getattr(embedder, "sparse", False):  # bge-m3: its lexical weights are a third route
             submitted["sparse"] = self._pool.submit(sparse_route)
@@ -128,22 +136,57 @@ class Retriever:
         spec = fusion_spec(config)
         fused = fuse(lists, weights, spec, top_k=top_k)
         stages["fusion"] = _ms(started)
+        query_vector = None
+        if with_vectors and "dense" not in degraded:  # a vector store that just failed is not asked again
+            started = time.perf_counter()
+            fused = self._with_vectors(kb, fused, search_filter)
+            stages["chunk_vectors"] = _ms(started)
+            if embedded:
+                query_vector = chunk_pb2.QueryVector(embedder=embedder_key(embedder), text=query,
+                                                     vector=pack_vector(embedded[0]))
         return RetrievalResult(candidates=fused, bm25=lists.get("bm25", []), dense=lists.get("dense", []),
                                sparse=lists.get("sparse", []), degraded=degraded, weights=weights, language=language, stages=stages,
-                               signals=measured.signals, competence=measured.competence, fusion=spec.describe())
+                               signals=measured.signals, competence=measured.competence, fusion=spec.describe(),
+                               query_vector=query_vector)
 
-    def chunks_by_group(self, kb: KBConfig, namespaces: list[str],
-                        group_ids: list[str]) -> list[chunk_pb2.KnowledgeChunk]:
-        """Every part of the given split groups (the reranker restores split blocks with it)."""
+    def _with_vectors(self, kb: KBConfig, fused: list[chunk_pb2.Candidate],
+                      search_filter: chunk_pb2.SearchFilter) -> list[chunk_pb2.Candidate]:
+        """Copies of the fused candidates carrying their stored vectors (read by id with the searches' filter).
+        Fails soft: without them the generator computes the vectors itself."""
+        try:
+            vector = components.vector_store_for(kb, self._settings, self._registry)
+            stored = vector.chunk_vectors([c.chunk.chunk_id for c in fused], search_filter)
+        except Exception as error:  # the answer goes on without them
+            log.warning("stored chunk vectors not read: %s", error)
+            return fused
+        carrying = []
+        for candidate in fused:
+            found = stored.get(candidate.chunk.chunk_id)
+            if found is not None:
+                copy = chunk_pb2.Candidate()
+                copy.CopyFrom(candidate)  # fused candidates may be the routes' own messages, kept for traces
+                copy.chunk.vectors.CopyFrom(found)
+                candidate = copy
+            carrying.append(candidate)
+        return carrying
+
+    def chunks_by_group(self, kb: KBConfig, namespaces: list[str], group_ids: list[str], *,
+                        vectors_for: chunk_pb2.SearchFilter | None = None) -> list[chunk_pb2.KnowledgeChunk]:
+        """Every part of the given split groups (the reranker restores split blocks with it); with
+        `vectors_for` (the caller's filter), each part carries its stored vectors for an answer."""
         require_namespaces(chunk_pb2.SearchFilter(namespaces=namespaces))
         try:
             keyword = components.keyword_store_for(kb, self._settings, self._registry)
-            return keyword.chunks_by_group(namespaces, group_ids)
+            parts = keyword.chunks_by_group(namespaces, group_ids)
         except Unavailable as error:
             # the keyword engine is down: the vector store holds the same chunks, so parts are still restored
             log.warning("sibling fetch falls back to the vector store: %s", error)
             vector = components.vector_store_for(kb, self._settings, self._registry)
-            return vector.chunks_by_group(namespaces, group_ids)
+            parts = vector.chunks_by_group(namespaces, group_ids)
+        if vectors_for is None:
+            return parts
+        candidates = self._with_vectors(kb, [chunk_pb2.Candidate(chunk=c) for c in parts], vectors_for)
+        return [c.chunk for c in candidates]
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -22,12 +22,14 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         result = self._retriever.retrieve(self._kbs.config(request), request.query,
                                           tenancy.scope_filter(request.filter),
                                           top_k=request.top_k,
-                                          candidate_depth=request.candidate_depth)
+                                          candidate_depth=request.candidate_depth,
+                                          with_vectors=request.chunk_vectors)
         return retriever_pb2.RetrieveResponse(
             candidates=result.candidates, bm25=result.bm25, dense=result.dense, degraded=result.degraded,
             weights=result.weights, query_language=result.language, route_signals=result.signals,
             competence=result.competence, fusion=result.fusion, sparse=result.sparse,
             stages=[chunk_pb2.StageReport(name=name, ms=ms) for name, ms in result.stages.items()],
+            query_vector=result.query_vector,
         )
 
     def ChunksByGroup(self, request: retriever_pb2.ChunksByGroupRequest, context) -> retriever_pb2.ChunksByGroupResponse:
@@ -35,7 +37,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         if not namespaces:
             raise InvalidArgument("ChunksByGroup needs at least one namespace")
         tenant = tenancy.require()
-        chunks = self._retriever.chunks_by_group(self._kbs.config(request), namespaces, list(request.group_ids))
+        vectors_for = tenancy.scope_filter(chunk_pb2.SearchFilter(namespaces=namespaces)) if request.chunk_vectors \
+            else None
+        chunks = self._retriever.chunks_by_group(self._kbs.config(request), namespaces, list(request.group_ids),
+                                                 vectors_for=vectors_for)
         return retriever_pb2.ChunksByGroupResponse(chunks=[c for c in chunks if tenancy.readable(c, tenant)])
 
 

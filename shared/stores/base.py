@@ -68,7 +68,10 @@ class VectorStore(Protocol):
 
     dimension: int
 
-    def upsert(self, chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray) -> None: ...
+    has_sentences: bool  # the store keeps chunks' sentence vectors (shared/sentence_vectors.py)
+
+    def upsert(self, chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray,
+               sentence_vectors: Sequence[np.ndarray] | None = None) -> None: ...
 
     def delete_ids(self, chunk_ids: Sequence[str]) -> int: ...
 
@@ -78,6 +81,11 @@ class VectorStore(Protocol):
 
     def await_visible(self, written: Sequence[str] = (), deleted: Sequence[str] = ()) -> None:
         """Block until searches see the `written` chunk ids and no longer see the `deleted` ones."""
+        ...
+
+    def chunk_vectors(self, chunk_ids: Sequence[str],
+                      search_filter: chunk_pb2.SearchFilter) -> dict[str, chunk_pb2.ChunkVectors]:
+        """Stored vectors of the given chunks that the filter lets its caller read, by chunk id."""
         ...
 
     def chunk_ids(self, namespace: str, doc_id: str) -> set[str]: ...

@@ -5,11 +5,15 @@ dimension, so two models can never share a collection; opening a collection
 whose vector dimension differs from the embedder's is refused. Each row holds
 the full chunk as JSON so the dense route can answer on its own. With an embedder
 that has lexical weights (bge-m3), each row also holds them in a sparse-vector field
-searched by inner product: the sparse route.
+searched by inner product: the sparse route. Each row also keeps the vectors of the
+chunk's scored sentences (shared/sentence_vectors.py) in a field searches never return;
+`chunk_vectors` reads them by id, under the same namespace and ACL filter as a search,
+for the few chunks an answer is written from.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -21,6 +25,8 @@ from google.protobuf import json_format
 from shared.config import storage_name
 from shared.contracts import chunk_pb2
 from shared.errors import FailedPrecondition, InvalidArgument, Unavailable
+from shared.sentence_vectors import carried, pack_sentences
+from shared.sentences import SPLITTER_VERSION
 from shared.stores.acl import acl_clause_groups, chunk_groups
 from shared.stores.base import require_namespaces, sibling_fetch_args
 from shared.stores.filters import metadata_pairs, milvus_metadata_clauses
@@ -36,6 +42,7 @@ ADMIN_TIMEOUT_S = 120.0
 CONSISTENCY_LEVELS = ("Session", "Strong", "Bounded", "Eventually")
 ACL_MAX = 8192
 ACL_GROUPS_KEY = "_acl_groups"  # payload key beside the chunk's own fields: its ACL groups as a list
+SENTENCES_MAX = 65535  # Milvus's longest VARCHAR: a chunk whose sentence vectors do not fit stores none
 VISIBILITY_POLL_S = 0.05
 # rows per upsert request, and per insert request of `bulk_insert` (384-d vectors: ~1.5 KB a row plus payload)
 UPSERT_BATCH = 256
@@ -160,6 +167,23 @@ def _like_escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def encode_sentences(vectors: np.ndarray | None) -> str:
+    """A chunk's sentence vectors as its `sentences` field: "<splitter version>:<count>:<base64 float16>";
+    '' for none, or when they would not fit the field."""
+    if vectors is None or not len(vectors):
+        return ""
+    value = f"{SPLITTER_VERSION}:{len(vectors)}:{base64.b64encode(pack_sentences(vectors)).decode('ascii')}"
+    return value if len(value) <= SENTENCES_MAX else ""
+
+
+def decode_sentences(value: str) -> tuple[int, int, bytes]:
+    """(splitter version, count, packed float16) of a `sentences` field; (0, 0, b'') for none."""
+    if not value:
+        return 0, 0, b""
+    splitter, count, data = value.split(":", 2)
+    return int(splitter), int(count), base64.b64decode(data)
+
+
 class MilvusVectorStore:
     def __init__(self, uri: str, *, kb: str, model_id: str, dimension: int, index_type: str = "AUTOINDEX",
                  metric: str = "COSINE", index_params: dict | None = None, search_params: dict | None = None,
@@ -186,6 +210,8 @@ class MilvusVectorStore:
         self.alias = alias_name(kb)
         self._lock = threading.Lock()
         self._has_acl = True
+        self.has_sentences = True  # False for a collection created before sentence vectors were stored
+        self.model_id = model_id
         self._sparse_encoder = sparse_encoder
         self.has_sparse = sparse_encoder is not None
         self._ensure_collection(index_type)
@@ -205,6 +231,7 @@ class MilvusVectorStore:
                             f"produces {self.dimension}-d; re-index into a new knowledge base instead of mixing models"
                         )
             self._has_acl = any(field["name"] == "acl" for field in existing["fields"])
+            self.has_sentences = any(field["name"] == "sentences" for field in existing["fields"])
             if self.has_sparse and not any(field["name"] == "sparse" for field in existing["fields"]):
                 raise FailedPrecondition(f"collection {self.collection} has no sparse field for the embedder's "
                                          "lexical weights; re-index into a new knowledge base")
@@ -221,6 +248,7 @@ class MilvusVectorStore:
         schema.add_field("block_type", DataType.INT64)
         schema.add_field("payload", DataType.JSON)
         schema.add_field("acl", DataType.VARCHAR, max_length=ACL_MAX)
+        schema.add_field("sentences", DataType.VARCHAR, max_length=SENTENCES_MAX)
         if self.has_sparse:
             schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
         index = client.prepare_index_params()
@@ -234,13 +262,16 @@ class MilvusVectorStore:
                                  timeout=ADMIN_TIMEOUT_S)
         client.load_collection(self.collection, timeout=ADMIN_TIMEOUT_S)
 
-    def upsert(self, chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray) -> None:
-        rows = self._rows(chunks, vectors)
+    def upsert(self, chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray,
+               sentence_vectors: Sequence[np.ndarray] | None = None) -> None:
+        """Write chunks with their vectors and, when given, each chunk's scored-sentence vectors."""
+        rows = self._rows(chunks, vectors, sentence_vectors)
         with self._lock:
             for start in range(0, len(rows), UPSERT_BATCH):
                 self._client.upsert(self.collection, rows[start:start + UPSERT_BATCH], timeout=self._timeout)
 
-    def bulk_insert(self, chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray) -> None:
+    def bulk_insert(self, chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray,
+                    sentence_vectors: Sequence[np.ndarray] | None = None) -> None:
         """Write many chunks fast (a first load, a re-index into a new version): the rows `upsert` writes.
 
         A Milvus upsert is a delete and an insert, and its delete records are binlogs that compaction must
@@ -248,7 +279,7 @@ class MilvusVectorStore:
         written again, e.g. a redelivered job, is not stored twice) are inserted in requests of
         BULK_INSERT_BATCH rows, and those already present go through `upsert`.
         """
-        rows = self._rows(chunks, vectors)
+        rows = self._rows(chunks, vectors, sentence_vectors)
         present = self._existing([row["id"] for row in rows]) if rows else set()
         new = [row for row in rows if row["id"] not in present]
         with self._lock:
@@ -258,9 +289,12 @@ class MilvusVectorStore:
             for start in range(0, len(again), UPSERT_BATCH):
                 self._client.upsert(self.collection, again[start:start + UPSERT_BATCH], timeout=self._timeout)
 
-    def _rows(self, chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray) -> list[dict]:
+    def _rows(self, chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray,
+              sentence_vectors: Sequence[np.ndarray] | None) -> list[dict]:
         if len(chunks) != len(vectors):
             raise InvalidArgument(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        if sentence_vectors is not None and len(sentence_vectors) != len(chunks):
+            raise InvalidArgument(f"{len(chunks)} chunks but sentence vectors for {len(sentence_vectors)}")
         if len(vectors) and vectors.shape[1] != self.dimension:
             raise FailedPrecondition(f"vectors are {vectors.shape[1]}-d, collection {self.collection} is {self.dimension}-d")
         rows = [
@@ -278,6 +312,9 @@ class MilvusVectorStore:
         if not self._has_acl:
             for row in rows:
                 del row["acl"]
+        if self.has_sentences:
+            for row, found in zip(rows, sentence_vectors or [None] * len(rows)):
+                row["sentences"] = encode_sentences(found)
         if self._sparse_encoder is not None:
             for row, weights in zip(rows, self._sparse_encoder([c.content for c in chunks])):
                 # Milvus refuses an empty sparse vector; a text without weighted tokens matches nothing anyway
@@ -354,6 +391,27 @@ class MilvusVectorStore:
             )[0]
         return [(chunk_from_payload(hit["entity"]["payload"]), float(hit["distance"]))
                 for hit in hits]
+
+    def chunk_vectors(self, chunk_ids: Sequence[str],
+                      search_filter: chunk_pb2.SearchFilter) -> dict[str, chunk_pb2.ChunkVectors]:
+        """The stored vectors of the given chunks that `search_filter` lets its caller read (namespaces, ACL,
+        metadata: the same clauses as a search), by chunk id; ids the filter excludes are simply absent."""
+        if not chunk_ids:
+            return {}
+        if search_filter.acl_enforced and not self._has_acl:
+            raise FailedPrecondition(f"collection {self.collection} was created before document ACLs and cannot "
+                                     "filter by them")
+        fields = ["id", "vector", *(["sentences"] if self.has_sentences else [])]
+        expr = f"id in {_expr_list(list(dict.fromkeys(chunk_ids)))} and {filter_expression(search_filter, server=self._server)}"
+        with self._lock:
+            rows = self._client.query(self.collection, filter=expr, output_fields=fields, timeout=self._timeout,
+                                      consistency_level=self._search_consistency)
+        key = f"{self.model_id}/{self.dimension}"
+        found = {}
+        for row in rows:
+            splitter, count, data = decode_sentences(row.get("sentences", ""))
+            found[row["id"]] = carried(key, row["vector"], data, count, splitter)
+        return found
 
     def chunk_ids(self, namespace: str, doc_id: str) -> set[str]:
         expr = f"namespace == {_literal(namespace)} and doc_id == {_literal(doc_id)}"

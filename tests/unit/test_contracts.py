@@ -19,6 +19,8 @@ def full_chunk() -> chunk_pb2.KnowledgeChunk:
         doc_version=7, position=4, metadata={"language": "zh", "acl": "ops"},
         source=chunk_pb2.SourceInfo(uri="docs/manual.md", page=3, updated_at="2026-11-30T10:00:00+00:00",
                                     mime_type="text/markdown", title="Manual"),
+        vectors=chunk_pb2.ChunkVectors(embedder="all_minilm_l6_v2/384", chunk=b"\x00\x00\x80?", splitter=1,
+                                       sentence_count=1, sentences=b"\x00<"),
     )
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from services.generator.answer import Answerer
-from services.generator.claims import ClaimChecker, lexical_support
 from services.generator.answerability import decide
-from services.generator.evidence import read_chunk, select_evidence, source_sentences
+from services.generator.claims import ClaimChecker, lexical_support
+from services.generator.evidence import read_chunk, select_evidence
 from services.generator.extractive import ExtractiveGenerator
 from services.generator.openai_client import ChatClient
 from services.generator.prompts import PromptBuilder, classify_intent, source_groups
@@ -20,6 +20,7 @@ from shared import components
 from shared.config import GeneratorConfig, KBConfig
 from shared.contracts import chunk_pb2
 from shared.errors import FailedPrecondition, InvalidArgument
+from shared.sentences import source_sentences
 from tests.conftest import LEXICAL_ANSWERABILITY, SAMPLES
 
 pytestmark = pytest.mark.unit

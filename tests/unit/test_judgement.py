@@ -17,16 +17,17 @@ from services.generator.answer import Answerer
 from services.generator.answer_type import answer_phrases, expected_type, holds_answer_type
 from services.generator.answerability import decide, fit, incomplete_signals, probability
 from services.generator.claims import ClaimChecker
-from services.generator.evidence import CachedEmbed, select_evidence, source_sentences
+from services.generator.evidence import CachedEmbed, select_evidence
 from services.generator.extractive import ExtractiveGenerator
 from services.generator.llm import ChatGenerator
 from services.generator.openai_client import ChatClient
-from services.generator.sources_guard import is_instruction
 from services.generator.verifiers import ContradictionRules, LlmVerifier, NliVerifier
 from shared import components
 from shared.config import GeneratorConfig, KBConfig
 from shared.contracts import chunk_pb2
 from shared.errors import InvalidArgument
+from shared.sentences import source_sentences
+from shared.sources_guard import is_instruction
 from tests.chat_standin import ChatStandIn
 
 pytestmark = pytest.mark.unit

@@ -49,7 +49,8 @@ class StreamingGenerator:
 
     def generate(self, query: str, chunks: list[chunk_pb2.Candidate], context: QueryContext, *,
                  timeout_s: float | None = None) -> Generated:
-        for event in self._client.generate_stream(context.kb, query, chunks, timeout_s=timeout_s):
+        for event in self._client.generate_stream(context.kb, query, chunks, timeout_s=timeout_s,
+                                                  query_vector=context.query_vector_of(query)):
             if event.WhichOneof("event") == "token":
                 self._sink(event.token)
             else:

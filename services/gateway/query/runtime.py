@@ -57,6 +57,7 @@ from shared.config import Settings
 from shared.contracts import chunk_pb2, gateway_pb2, generator_pb2
 from shared.errors import InvalidArgument, RagkbError
 from shared.jobs import JobStore
+from shared.sentence_vectors import without_vectors
 from shared.text import detect_language, normalize, text_problem
 
 log = logging.getLogger("ragkb.gateway.runtime")
@@ -186,7 +187,7 @@ class QueryRuntime:
         result.citation_issues.extend(generated.citation_issues)
         result.refused = generated.refused
         result.answerability = generated.answerability
-        result.chunks.extend(refined.candidates)
+        result.chunks.extend(without_vectors(refined.candidates))  # the stored vectors are for the generator only
         lists["extra_queries"] = prepared.extra_queries
 
     def _postprocess(self, query: str, retrieved, context: QueryContext) -> Refined:

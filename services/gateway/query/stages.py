@@ -40,6 +40,12 @@ class QueryContext:
     steps: StepsConfig
     language: str = "und"
     notes: list[StepNote] = field(default_factory=list)
+    query_vector: chunk_pb2.QueryVector | None = None  # the retriever's, handed on to the generator
+
+    def query_vector_of(self, query: str) -> chunk_pb2.QueryVector | None:
+        """The retriever's vector of `query`, when it embedded exactly that text."""
+        vector = self.query_vector
+        return vector if vector is not None and vector.text == query else None
 
     def search_filter(self) -> chunk_pb2.SearchFilter:
         search_filter = chunk_pb2.SearchFilter(namespaces=self.namespaces)
@@ -141,6 +147,7 @@ class GrpcRetriever:
     def retrieve(self, query: Preprocessed, context: QueryContext) -> Retrieved:
         main = self._client.retrieve(self._request(query.query, context))
         context.language = main.query_language or context.language
+        context.query_vector = main.query_vector if main.HasField("query_vector") else None
         variants = {}
         for extra in query.extra_queries:
             variants[extra] = list(self._client.retrieve(self._request(extra, context)).candidates)
@@ -162,7 +169,7 @@ class GrpcRetriever:
     @staticmethod
     def _request(query: str, context: QueryContext) -> retriever_pb2.RetrieveRequest:
         return retriever_pb2.RetrieveRequest(kb=context.kb, query=query, filter=context.search_filter(),
-                                             top_k=context.top_k)
+                                             top_k=context.top_k, chunk_vectors=True)
 
 
 def _pairs(values) -> str:
@@ -191,7 +198,8 @@ class GrpcGenerator:
 
     def generate(self, query: str, chunks: list[chunk_pb2.Candidate], context: QueryContext, *,
                  timeout_s: float | None = None) -> Generated:
-        response = self._client.generate(context.kb, query, chunks, timeout_s=timeout_s)
+        response = self._client.generate(context.kb, query, chunks, timeout_s=timeout_s,
+                                         query_vector=context.query_vector_of(query))
         return Generated(answer=response.answer, citations=list(response.citations),
                          citation_issues=list(response.citation_issues), refused=response.refused,
                          answerability=response.answerability,
@@ -200,7 +208,10 @@ class GrpcGenerator:
                                    "citation_issues": str(len(response.citation_issues)),
                                    "refused": str(response.refused).lower(),
                                    "refusal_reason": response.refusal_reason,
-                                   **{f"{stage.name}_ms": f"{stage.ms:.2f}" for stage in response.stages}})
+                                   **{f"{stage.name}_ms": f"{stage.ms:.2f}" for stage in response.stages},
+                                   # which vectors the generator computed and which came with the chunks
+                                   **{f"vectors_{key}": value for stage in response.stages if stage.name == "embed"
+                                      for key, value in stage.metadata.items()}})
 
 
 def rrf_merge(lists: list[list[chunk_pb2.Candidate]], *, k: int, limit: int) -> list[chunk_pb2.Candidate]:

@@ -46,7 +46,7 @@ ROUTE_RERANKED: Route
 ROUTE_SPARSE: Route
 
 class KnowledgeChunk(_message.Message):
-    __slots__ = ("chunk_id", "doc_id", "kb", "namespace", "raw_content", "content", "heading_path", "block_type", "content_hash", "part_index", "part_count", "group_id", "parent_id", "doc_version", "source", "position", "metadata")
+    __slots__ = ("chunk_id", "doc_id", "kb", "namespace", "raw_content", "content", "heading_path", "block_type", "content_hash", "part_index", "part_count", "group_id", "parent_id", "doc_version", "source", "position", "metadata", "vectors")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,7 @@ class KnowledgeChunk(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_FIELD_NUMBER: _ClassVar[int]
     chunk_id: str
     doc_id: str
     kb: str
@@ -88,7 +89,32 @@ class KnowledgeChunk(_message.Message):
     source: SourceInfo
     position: int
     metadata: _containers.ScalarMap[str, str]
-    def __init__(self, chunk_id: _Optional[str] = ..., doc_id: _Optional[str] = ..., kb: _Optional[str] = ..., namespace: _Optional[str] = ..., raw_content: _Optional[str] = ..., content: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., block_type: _Optional[_Union[BlockType, str]] = ..., content_hash: _Optional[str] = ..., part_index: _Optional[int] = ..., part_count: _Optional[int] = ..., group_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., doc_version: _Optional[int] = ..., source: _Optional[_Union[SourceInfo, _Mapping]] = ..., position: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    vectors: ChunkVectors
+    def __init__(self, chunk_id: _Optional[str] = ..., doc_id: _Optional[str] = ..., kb: _Optional[str] = ..., namespace: _Optional[str] = ..., raw_content: _Optional[str] = ..., content: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., block_type: _Optional[_Union[BlockType, str]] = ..., content_hash: _Optional[str] = ..., part_index: _Optional[int] = ..., part_count: _Optional[int] = ..., group_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., doc_version: _Optional[int] = ..., source: _Optional[_Union[SourceInfo, _Mapping]] = ..., position: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., vectors: _Optional[_Union[ChunkVectors, _Mapping]] = ...) -> None: ...
+
+class ChunkVectors(_message.Message):
+    __slots__ = ("embedder", "chunk", "splitter", "sentence_count", "sentences")
+    EMBEDDER_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    SPLITTER_FIELD_NUMBER: _ClassVar[int]
+    SENTENCE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SENTENCES_FIELD_NUMBER: _ClassVar[int]
+    embedder: str
+    chunk: bytes
+    splitter: int
+    sentence_count: int
+    sentences: bytes
+    def __init__(self, embedder: _Optional[str] = ..., chunk: _Optional[bytes] = ..., splitter: _Optional[int] = ..., sentence_count: _Optional[int] = ..., sentences: _Optional[bytes] = ...) -> None: ...
+
+class QueryVector(_message.Message):
+    __slots__ = ("embedder", "text", "vector")
+    EMBEDDER_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_FIELD_NUMBER: _ClassVar[int]
+    embedder: str
+    text: str
+    vector: bytes
+    def __init__(self, embedder: _Optional[str] = ..., text: _Optional[str] = ..., vector: _Optional[bytes] = ...) -> None: ...
 
 class SourceInfo(_message.Message):
     __slots__ = ("uri", "page", "updated_at", "mime_type", "title")

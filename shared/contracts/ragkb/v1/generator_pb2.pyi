@@ -57,16 +57,18 @@ class Answerability(_message.Message):
     def __init__(self, evidence_score: _Optional[float] = ..., threshold: _Optional[float] = ..., decision: _Optional[str] = ..., reason: _Optional[str] = ..., signals: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("kb", "query", "sources", "context")
+    __slots__ = ("kb", "query", "sources", "query_vector", "context")
     KB_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     kb: str
     query: str
     sources: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
+    query_vector: _chunk_pb2.QueryVector
     context: _chunk_pb2.CallContext
-    def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
+    def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., query_vector: _Optional[_Union[_chunk_pb2.QueryVector, _Mapping]] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class Citation(_message.Message):
     __slots__ = ("number", "chunk_id", "doc_id", "heading_path", "source_uri", "quote")

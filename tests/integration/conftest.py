@@ -15,6 +15,7 @@ from ragkb.embedded import EmbeddedStack
 from services.gateway.auth import key_store_for
 from shared import tls
 from shared.config import Settings
+from shared.stores.milvus import close_clients
 from tests.conftest import ROOT, SAMPLES
 from tests.integration.ingestion_support import start_redis
 
@@ -43,6 +44,13 @@ def milvus(tmp_path_factory):
     server = engines.start_milvus(tmp_path_factory.mktemp("milvus"))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def milvus_uri(tmp_path):
+    """A Milvus Lite file of the test's own; its client is closed after the test."""
+    yield str(tmp_path / "milvus.db")
+    close_clients()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from shared import components
 from shared.config import KBConfig
 from shared.contracts import chunk_pb2
 from shared.sentence_vectors import unpack_sentences, unpack_vector
-from shared.stores.milvus import MilvusVectorStore, close_clients, collection_name, milvus_client
+from shared.stores.milvus import MilvusVectorStore, collection_name, milvus_client
 
 pytestmark = pytest.mark.integration
 
@@ -30,12 +30,6 @@ def scope(*namespaces: str, groups: list[str] | None = None) -> chunk_pb2.Search
         search_filter.acl_enforced = True
         search_filter.acl_groups.extend(groups)
     return search_filter
-
-
-@pytest.fixture
-def milvus_uri(tmp_path):
-    yield str(tmp_path / "milvus.db")
-    close_clients()
 
 
 def test_the_by_id_read_keeps_to_the_callers_namespaces_and_groups(milvus_uri):

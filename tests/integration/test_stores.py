@@ -5,7 +5,7 @@ import pytest
 
 from shared.contracts import chunk_pb2
 from shared.errors import FailedPrecondition, InvalidArgument
-from shared.stores.milvus import MilvusVectorStore, close_clients
+from shared.stores.milvus import MilvusVectorStore
 from shared.stores.sqlite_fts import SqliteFtsKeywordStore
 
 pytestmark = pytest.mark.integration
@@ -65,12 +65,6 @@ def test_bm25_data_survives_reopening(tmp_path):
     reopened = SqliteFtsKeywordStore(tmp_path / "kw.sqlite")
     assert [c.chunk.chunk_id for c in reopened.search("battery", only("a"), 5)] == ["c1"]
     reopened.close()
-
-
-@pytest.fixture
-def milvus_uri(tmp_path):
-    yield str(tmp_path / "milvus.db")
-    close_clients()
 
 
 def test_milvus_search_filters_by_namespace_and_deletes(milvus_uri):

@@ -234,12 +234,14 @@ def intercepted(service: LocalService, details: grpc.HandlerCallDetails) -> grpc
 
 
 class _LocalUnaryCall:
-    """A stub's multi-callable for one unary method, run in the calling thread."""
+    """A stub's multi-callable for one unary method, run in the calling thread; `with_call` and `future`
+    (which need a real call object) go through `network`, the method's callable on the gRPC channel."""
 
-    def __init__(self, service: LocalService, method: str, peer_names: tuple[str, ...]):
+    def __init__(self, service: LocalService, method: str, peer_names: tuple[str, ...], network):
         self._service = service
         self._method = method
         self._peer_names = peer_names
+        self._network = network
 
     def __call__(self, request, timeout=None, metadata=None, credentials=None, wait_for_ready=None,
                  compression=None):
@@ -262,11 +264,11 @@ class _LocalUnaryCall:
             raise LocalRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
         return response
 
-    def with_call(self, request, timeout=None, metadata=None, **_):
-        raise NotImplementedError("with_call is not used by the project's clients")
+    def with_call(self, request, timeout=None, metadata=None, **options):
+        return self._network.with_call(request, timeout=timeout, metadata=metadata, **options)
 
-    def future(self, request, timeout=None, metadata=None, **_):
-        raise NotImplementedError("future is not used by the project's clients")
+    def future(self, request, timeout=None, metadata=None, **options):
+        return self._network.future(request, timeout=timeout, metadata=metadata, **options)
 
 
 class LocalChannel(grpc.Channel):
@@ -279,11 +281,12 @@ class LocalChannel(grpc.Channel):
         self._peer_names = peer_names
 
     def unary_unary(self, method, request_serializer=None, response_deserializer=None, _registered_method=False):
+        network = self._network.unary_unary(method, request_serializer, response_deserializer,
+                                            _registered_method=_registered_method)
         handler = self.service.handlers.get(method)
         if handler is None or handler.unary_unary is None:
-            return self._network.unary_unary(method, request_serializer, response_deserializer,
-                                             _registered_method=_registered_method)
-        return _LocalUnaryCall(self.service, method, self._peer_names)
+            return network
+        return _LocalUnaryCall(self.service, method, self._peer_names, network)
 
     def unary_stream(self, method, request_serializer=None, response_deserializer=None, _registered_method=False):
         return self._network.unary_stream(method, request_serializer, response_deserializer,

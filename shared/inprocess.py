@@ -39,10 +39,11 @@ class LocalService:
     local calls in flight, so that stopping the server waits for them as gRPC waits for its own."""
 
     def __init__(self, name: str, handlers: dict[str, grpc.RpcMethodHandler],
-                 interceptors: Sequence[grpc.ServerInterceptor]):
+                 interceptors: Sequence[grpc.ServerInterceptor], *, max_message_bytes: int):
         self.name = name
         self.handlers = handlers
         self.interceptors = tuple(interceptors)
+        self.max_message_bytes = max_message_bytes
         self._in_flight = 0
         self._closed = False
         self._idle = threading.Condition()
@@ -233,6 +234,14 @@ def intercepted(service: LocalService, details: grpc.HandlerCallDetails) -> grpc
     return continuation_at(0)(details)
 
 
+def _within_limit(message, limit: int, sender: str) -> None:
+    """Refuse a message the sender's gRPC channel would refuse to send, with the same status and details."""
+    size = message.ByteSize()
+    if size > limit:
+        raise LocalRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"{sender}: Sent message larger than max ({size} vs. {limit})")
+
+
 class _LocalUnaryCall:
     """A stub's multi-callable for one unary method, run in the calling thread; `with_call` and `future`
     (which need a real call object) go through `network`, the method's callable on the gRPC channel."""
@@ -248,6 +257,7 @@ class _LocalUnaryCall:
         handler = intercepted(self._service, _CallDetails(self._method, tuple(metadata or ())))
         if handler is None or handler.unary_unary is None:
             raise LocalRpcError(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+        _within_limit(request, self._service.max_message_bytes, "CLIENT")
         own_request = type(request)()
         own_request.CopyFrom(request)
         context = LocalContext(timeout, metadata, self._peer_names)
@@ -262,6 +272,7 @@ class _LocalUnaryCall:
             raise LocalRpcError(context.code(), context.details(), context.trailing_metadata())
         if context.expired():
             raise LocalRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+        _within_limit(response, self._service.max_message_bytes, "SERVER")
         return response
 
     def with_call(self, request, timeout=None, metadata=None, **options):

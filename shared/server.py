@@ -192,7 +192,8 @@ class ServiceServer:
     def publish_in_process(self) -> None:
         """Serve callers in this process without the loopback hop (shared/inprocess.py), after `start()`;
         `stop()` withdraws it and waits for the local calls in flight as for the network ones."""
-        self._local = LocalService(self.name, dict(self._handlers), self._interceptors)
+        self._local = LocalService(self.name, dict(self._handlers), self._interceptors,
+                                   max_message_bytes=MAX_MESSAGE_BYTES)
         inprocess.publish(self.address, self._local)
 
     def add_warm_up(self, step: Callable[[], None]) -> None:

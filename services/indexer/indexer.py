@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from services.indexer.locks import LocalDocumentLocks, PostgresDocumentLocks, document_locks
+from services.indexer.locks import LocalDocumentLocks, PostgresDocumentLocks, confirm_held, document_locks
 from services.indexer.registry import INDEXED, INDEXING, DocumentEntry, DocumentRegistry
 from shared import components
 from shared.config import KBConfig, Settings
@@ -151,10 +151,11 @@ class Indexer:
             chunk.ClearField("vectors")  # the index computes its own; a chunk's stored payload never holds them
         self._other_versions(kb)  # refuses a dropped version before anything is written
         embedder, keyword, vector = self.open_stores(kb)
-        with self.document_lock(kb.name, namespace, doc_id):
+        lock = self.document_lock(kb.name, namespace, doc_id)
+        with lock:
             report = None
             steps = self._index_locked(kb, embedder, keyword, vector, namespace, doc_id, content_hash, chunks,
-                                       source_uri)
+                                       source_uri, lambda: confirm_held(lock))
             try:
                 for step in steps:
                     if isinstance(step, IndexReport):
@@ -167,7 +168,8 @@ class Indexer:
             self._mirror(kb, namespace, doc_id)
             yield report
 
-    def _index_locked(self, kb, embedder, keyword, vector, namespace, doc_id, content_hash, chunks, source_uri):
+    def _index_locked(self, kb, embedder, keyword, vector, namespace, doc_id, content_hash, chunks, source_uri,
+                      confirm_lock: Callable[[], None]):
         kb_name, total = kb.name, len(chunks)
         previous = self._registry.get(kb_name, namespace, doc_id)
         new_ids = [c.chunk_id for c in chunks]
@@ -198,6 +200,7 @@ class Indexer:
         written: list[str] = []
         done = total - len(fresh)
         finished = False
+        undo_on_failure = True
         try:
             yield Progress(done, total)
             batch_size = kb.embedder.batch_size
@@ -216,6 +219,12 @@ class Indexer:
                 self._registry.put_chunks(kb_name, batch)
                 done += len(batch)
                 yield Progress(done, total)
+            # From here a failure is not undone by this attempt: the sweep removes the previous version's chunks
+            # (this attempt could not bring them back), and a writer that lost its lock no longer owns the
+            # document (another replica may be writing or rolling it back). The `indexing` entry stays for the
+            # replay, the lock's new holder or the reconciler, which restore from the registry's chunk copies.
+            undo_on_failure = False
+            confirm_lock()
             # sweep the stores too, so chunks the registry lost track of cannot survive a new version
             stale = sorted((old_ids | keyword.chunk_ids(namespace, doc_id) | vector.chunk_ids(namespace, doc_id))
                            - set(new_ids))
@@ -226,12 +235,13 @@ class Indexer:
             started = time.perf_counter()
             vector.await_visible(written, stale)
             stages["await_visible"] = _ms(started)
+            confirm_lock()
             self._registry.put(kb_name, namespace, doc_id, version=version, content_hash=content_hash,
                                chunk_ids=new_ids, status=INDEXED, source_uri=source_uri)
             self._registry.keep_chunks(kb_name, namespace, doc_id, new_ids)
             finished = True
         finally:
-            if not finished:
+            if not finished and undo_on_failure:
                 self._roll_back(kb_name, namespace, doc_id, previous, written, keyword, vector)
         outcome = indexer_pb2.INDEX_OUTCOME_CREATED if first else indexer_pb2.INDEX_OUTCOME_UPDATED
         yield IndexReport(outcome, version, len(fresh), len(stale), stages)

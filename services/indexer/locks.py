@@ -8,6 +8,11 @@ for as long as the write lasts: PostgreSQL releases it the moment that connectio
 dies, so a lock that can be taken means no live writer holds the document. That
 is what lets an indexer that starts roll back documents a dead writer left
 `indexing` without undoing what a live replica is writing right now.
+
+The other side of that: a writer whose lock connection dies (database restart,
+network cut) no longer holds the document, and another replica may already be
+rolling it back. So a writer confirms it still holds the lock (`confirm_held`)
+before it marks a document indexed, and rolls its attempt back when it does not.
 """
 
 from __future__ import annotations
@@ -139,12 +144,27 @@ class DocumentLock:
                 self._pool.putconn(connection)
             self._local.release()
 
+    def confirm_held(self) -> None:
+        """Raise Unavailable unless this lock's database session is still alive (so the lock still held)."""
+        if self._connection is None:
+            raise Unavailable(f"document lock {self._name} is not held")
+        try:
+            self._connection.execute("SELECT 1")
+        except psycopg.Error as error:
+            raise Unavailable(f"document lock {self._name} was lost: its database session ended ({error})") from None
+
     def __enter__(self) -> DocumentLock:
         self.acquire()
         return self
 
     def __exit__(self, *_) -> None:
         self.release()
+
+
+def confirm_held(lock: threading.Lock | DocumentLock) -> None:
+    """Raise Unavailable if `lock` was lost since it was taken; a process lock cannot be while its process lives."""
+    if isinstance(lock, DocumentLock):
+        lock.confirm_held()
 
 
 def document_locks(database_url: str) -> LocalDocumentLocks | PostgresDocumentLocks:

@@ -7,9 +7,11 @@ import subprocess
 import sys
 import threading
 
+import psycopg
 import pytest
 
-from services.indexer.locks import LocalDocumentLocks, PostgresDocumentLocks, document_locks
+from services.indexer.locks import LocalDocumentLocks, PostgresDocumentLocks, confirm_held, document_locks
+from shared.errors import Unavailable
 from tests.conftest import ROOT
 
 HOLD_AND_WAIT = """
@@ -79,6 +81,43 @@ def test_a_killed_writers_lock_is_free_at_once(postgres_dsn):
         writer.kill()
         writer.stdout.close()
         locks.close()
+
+
+def end_lock_sessions(dsn: str) -> int:
+    """End every database session holding an advisory lock, as a database restart or a network cut would."""
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        rows = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_locks "
+                             "WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()").fetchall()
+    return len(rows)
+
+
+def test_a_held_lock_is_confirmed_held(settings):
+    locks = document_locks(settings.database_url)
+    lock = locks.lock("kb", "default", "doc")
+    with lock:
+        confirm_held(lock)
+    locks.close()
+
+
+@pytest.mark.integration
+def test_a_lock_whose_session_ended_is_reported_lost_and_is_free_for_another_replica(postgres_dsn):
+    first, second = PostgresDocumentLocks(postgres_dsn), PostgresDocumentLocks(postgres_dsn)
+    try:
+        held = first.lock("kb", "default", "doc")
+        assert held.acquire(blocking=False)
+        assert end_lock_sessions(postgres_dsn) == 1
+        with pytest.raises(Unavailable, match="document lock kb/default/doc was lost"):
+            held.confirm_held()
+        taken = second.lock("kb", "default", "doc")
+        assert taken.acquire(blocking=False)  # the server let go with the session
+        held.release()  # releasing a lost lock is quiet and frees this replica's own threads
+        again = first.lock("kb", "default", "other")
+        assert again.acquire(blocking=False)
+        again.release()
+        taken.release()
+    finally:
+        first.close()
+        second.close()
 
 
 def test_a_build_lock_leaves_every_document_lock_free(settings):

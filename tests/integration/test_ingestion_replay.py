@@ -17,6 +17,7 @@ from services.indexer.registry import INDEXED, INDEXING, DocumentRegistry
 from shared import components, registry as component_registry
 from shared.config import Settings
 from shared.contracts import chunk_pb2
+from shared.errors import Unavailable
 from shared.kb import KnowledgeBaseCatalog
 from shared.stores.milvus import close_clients
 
@@ -162,3 +163,37 @@ def test_a_starting_indexer_leaves_alone_a_document_a_live_replica_is_writing(en
     finally:
         starting.close()
         writer.close()
+
+
+def test_a_writer_that_lost_its_document_lock_leaves_the_document_to_its_new_holder(env, postgres_dsn):
+    """The lock's database session ends mid-write (restart, network cut): another replica may own the document
+    now, so the writer neither marks it indexed nor undoes anything; it fails with the cause, and the replica that
+    takes the lock next finds the previous version whole and the attempt's `indexing` entry to finish."""
+    from tests.contract.test_document_locks import end_lock_sessions
+
+    settings, catalog, registry = env
+    writer = Indexer(settings, catalog, registry, locks=PostgresDocumentLocks(postgres_dsn))
+    other = Indexer(settings, catalog, registry, locks=PostgresDocumentLocks(postgres_dsn))
+    try:
+        config = writer.create_kb("lost-lock", config_yaml="embedder: {batch_size: 8}")
+        old = chunks("lost-lock", "doc", 5, "old")
+        writer.index_document(config, "default", "doc", "h1", old)
+        new = chunks("lost-lock", "doc", 30, "new")
+        steps = writer.index_steps(config, "default", "doc", "h2", new)
+        for _ in range(3):
+            next(steps)  # mid-write, holding the document
+        assert end_lock_sessions(postgres_dsn) == 1
+        with pytest.raises(Unavailable, match="document lock lost-lock/default/doc was lost"):
+            list(steps)
+        entry = registry.get("lost-lock", "default", "doc")
+        assert entry.status == INDEXING and {c.chunk_id for c in old} <= set(entry.chunk_ids)
+        keyword, vector = stored(settings, catalog, "lost-lock", "doc")
+        assert {c.chunk_id for c in old} <= keyword & vector  # nothing of the previous version was swept
+        report = other.index_document(config, "default", "doc", "h2", chunks("lost-lock", "doc", 30, "new"))
+        assert report.doc_version == entry.version
+        keyword, vector = stored(settings, catalog, "lost-lock", "doc")
+        entry = registry.get("lost-lock", "default", "doc")
+        assert entry.status == INDEXED and keyword == vector == {c.chunk_id for c in new} == set(entry.chunk_ids)
+    finally:
+        writer.close()
+        other.close()

@@ -9,7 +9,8 @@
    <dir>/<set>/sources.jsonl: later runs replay only the generator on them (a change to evidence
    selection, the signals or the reader is re-measured without retrieval; latency is then the generator's
    alone); --fresh re-runs retrieval. --limit SET=N,... limits some sets; --recorded fits and reports on
-   the outcomes each set's last run wrote, running nothing (so sets can be replayed in separate runs).
+   the outcomes each set's last run wrote, running nothing (so sets can be replayed in separate runs);
+   --shipped reports with the shipped defaults instead of the fitted models.
 2. One logistic model per language is fitted on the pooled *tune* parts (`answerability.fit`,
    threshold at --target-answer-rate of the answerable tune questions): these are the
    defaults in services/generator/answerability.py.
@@ -33,7 +34,7 @@ from pathlib import Path
 import _setup  # noqa: F401  (threads, offline hub, repository on sys.path)
 
 from ragkb import eval_answers  # noqa: E402
-from services.generator.answerability import fit, probability  # noqa: E402
+from services.generator.answerability import DEFAULT_MODELS, fit, probability  # noqa: E402
 from services.generator.evidence import SIGNALS  # noqa: E402
 from shared.config import AnswerabilityModel, GeneratorConfig, KBConfig  # noqa: E402
 from shared.contracts import chunk_pb2, generator_pb2  # noqa: E402
@@ -131,6 +132,8 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="re-run retrieval instead of replaying the kept sources")
     parser.add_argument("--recorded", action="store_true",
                         help="fit and report on the outcomes the last run of each set recorded, running nothing")
+    parser.add_argument("--shipped", action="store_true",
+                        help="report with the shipped defaults (DEFAULT_MODELS) instead of the models fitted here")
     args = parser.parse_args()
     names = [n for n in args.sets.split(",") if n]
     missing = [n for n in names if not (args.dir / n / "questions.jsonl").is_file()]
@@ -153,6 +156,9 @@ def main() -> None:
     for language, model in models.items():
         print(f'    "{language}": AnswerabilityModel(features=SIGNALS, weights={model.weights}, '
               f'bias={model.bias}, threshold={model.threshold}),')
+    if args.shipped:
+        print("reported with the shipped defaults, not the models above")
+        models = dict(DEFAULT_MODELS)
     for name, outcomes in recorded.items():
         print(f"\n== {name} (coverage floor {floor:g})")
         print(eval_answers.format_report(eval_answers.report(replay(outcomes, models, floor))))

@@ -5,7 +5,8 @@ many" a number, "who" a name. A sentence that repeats the question's words but
 holds no new date, number or name of the asked kind rarely answers it, which is
 what the unanswerable questions of SQuAD 2.0 look like (written against the very
 paragraph that is indexed). The same patterns pull the short answer phrase out
-of the cited sentence, so the extractive reader can lead with it.
+of the cited sentence, so the extractive reader can lead with it. `is_question_form` tells a question
+from a statement (a claim to check), on which these cues mean nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +45,33 @@ _NUMBER = re.compile(
 _NAME = re.compile(r"\b[A-Z][\w'’-]*[a-z][\w'’-]*(?:\s+(?:(?:of|de|von|van|da|al)\s+)?(?:II|III|IV|[A-Z][\w'’-]*))*")
 _LEADING = re.compile(r"^(?:The|A|An|At|In|On|By|For|From|To|With|After|Before|During|Since|Its|His|Her|Their|This|"
                       r"That|These|Those|It|He|She|They|When|While|Although|However|As|Of)\s+")
+
+
+_WH = r"(?:what|which|who|whom|whose|when|where|why|how)"
+_AUXILIARY = (r"(?:is|are|was|were|am|do|does|did|can|could|will|would|shall|should|may|might|must|has|have|had"
+              r"|isn't|aren't|wasn't|weren't|don't|doesn't|didn't|can't|won't|wouldn't|shouldn't|hasn't|haven't)")
+# a question in English: it ends with "?", opens with a wh-word or an inverted auxiliary ("Did ...", "In what
+# year ...", "Where are Jersey and Guernsey"), or a clause does ("Though unknown, what are ..."). Not a
+# statement's subordinate clause: "When inoculated early, parasites grow faster." (when/where/why then need
+# an auxiliary right after them or no comma), ", which ..." (a relative pronoun)
+_ENGLISH_QUESTION = re.compile(
+    rf"[?？]\s*$|^\W*(?:what|which|who|whom|whose|how|{_AUXILIARY})\b"
+    rf"|^\W*(?:when|where|why)\b(?:\s+{_AUXILIARY}\b|[^,]*$)"
+    rf"|^\W*(?:in|on|at|by|for|from|to|with|of|during|after|before|under)\s+{_WH}\b"
+    rf"|,\s*(?:what|who|whom|whose|how (?:many|much))\s", re.IGNORECASE)
+# a question in Chinese: a question particle or an interrogative word (几 but not 几乎 "almost", 哪怕 "even if")
+_CHINESE_QUESTION = re.compile(r"[?？]\s*$|[吗呢][\s。.!！]*$|什么|哪(?!怕)|谁|几(?!乎)|(?<!或)多少|怎么|怎样"
+                               r"|为什么|为何|何时|何地|何处|如何|是否|多久|多长|多大|多高|多远"
+                               r"|有没有|是不是|能不能|会不会|可不可以")
+
+
+def is_question_form(query: str) -> bool:
+    """Whether the query is worded as a question (and not as a statement or claim to check, like SciFact's):
+    the question cues of the answerability model read a question's form, so they mean nothing on a claim."""
+    text = query.strip()
+    if re.search(r"[\u3400-\u9fff]", text) and _CHINESE_QUESTION.search(text):
+        return True
+    return bool(_ENGLISH_QUESTION.search(text))
 
 
 def expected_type(question: str) -> str:

@@ -17,6 +17,8 @@ lexical and dense scores, the retrieval routes' strength, margin and agreement,
 the reranker score when one ran, and three cues of a question the passage only
 seems to answer: a negation the answer sentence lacks, no new phrase of the asked
 kind in the span (`answer_type.py`), a presupposition the passage contradicts.
+The cues fire only for a query worded as a question; `claim_form` marks a statement
+(a claim to check), whose evidence looks different from a question's.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from services.generator.answer_type import holds_answer_type
+from services.generator.answer_type import holds_answer_type, is_question_form
 from shared.contracts import chunk_pb2
 from shared.sentences import chunk_body, is_question, is_table_row, quotable_sentences
 from shared.text import analyze, detect_language, query_terms
@@ -86,7 +88,10 @@ class CachedEmbed:
 
 
 def stem(token: str) -> str:
-    """A light English stemmer, enough to match 'charging' with 'charge' inside one answer."""
+    """A light English stemmer, enough to match 'charging' with 'charge' and "Emma's" with 'Emma' inside one
+    answer."""
+    if token.endswith(("'s", "’s")):
+        return token[:-2]
     for suffix in ("ing", "ed", "es", "s"):
         if len(token) > len(suffix) + 3 and token.endswith(suffix):
             return token[: -len(suffix)]
@@ -246,7 +251,8 @@ def _span(scored: list[ScoredSentence], max_sentences: int, *, tables_wanted: bo
 
 
 SIGNALS = ("coverage", "span_coverage", "sentence_lexical", "sentence_dense", "dense_top", "dense_margin",
-           "bm25_top", "route_agreement", "rerank_top", "negation_mismatch", "answer_type_missing", "question_conflict")
+           "bm25_top", "route_agreement", "rerank_top", "negation_mismatch", "answer_type_missing", "question_conflict",
+           "claim_form")
 # a question that says "not", "never", "least"... where its answer sentence does not: SQuAD 2.0 writes
 # unanswerable questions by adding one of these to a question the paragraph answers
 _NEGATION_CUE = re.compile(r"\b(?:not|no|never|none|nor|neither|without|cannot|least|fewest|lack|lacks|lacked|fail|"
@@ -274,6 +280,9 @@ def _signals(query: str, wanted: set[str], sources: Sequence[chunk_pb2.Candidate
     span_text = " ".join(s.text for s in evidence.span)
     best = max(evidence.span, key=lambda s: s.score) if evidence.span else None
     passage = [s.text for s in evidence.sentences if best and s.number == best.number]
+    # the question cues read a question's form; a statement to check (a claim) states its negations and
+    # numbers itself, whether or not a source holds it
+    asked = is_question_form(query)
     agreement = any(c.bm25_rank == 1 and 0 < c.dense_rank <= 2 or c.dense_rank == 1 and 0 < c.bm25_rank <= 2
                     for c in sources)
     return {
@@ -286,7 +295,9 @@ def _signals(query: str, wanted: set[str], sources: Sequence[chunk_pb2.Candidate
         "bm25_top": round(math.log1p(max(0.0, bm25[0])) / math.log1p(max(1, len(wanted)) * 4), 4) if bm25 else 0.0,
         "route_agreement": 1.0 if agreement else 0.0,
         "rerank_top": round(max(reranked), 4) if reranked else 0.0,
-        "negation_mismatch": 1.0 if _NEGATION_CUE.search(query) and not _NEGATION_CUE.search(span_text) else 0.0,
-        "answer_type_missing": 1.0 if span_text and holds_answer_type(query, span_text) is False else 0.0,
-        "question_conflict": 1.0 if question_conflict(query, passage) else 0.0,
+        "negation_mismatch": 1.0 if asked and _NEGATION_CUE.search(query) and not _NEGATION_CUE.search(span_text)
+        else 0.0,
+        "answer_type_missing": 1.0 if asked and span_text and holds_answer_type(query, span_text) is False else 0.0,
+        "question_conflict": 1.0 if asked and question_conflict(query, passage) else 0.0,
+        "claim_form": 0.0 if asked else 1.0,
     }

@@ -14,7 +14,7 @@ import pytest
 
 from ragkb import eval_answers
 from services.generator.answer import Answerer
-from services.generator.answer_type import answer_phrases, expected_type, holds_answer_type
+from services.generator.answer_type import answer_phrases, expected_type, holds_answer_type, is_question_form
 from services.generator.answerability import decide, fit, incomplete_signals, probability
 from services.generator.claims import ClaimChecker
 from services.generator.evidence import CachedEmbed, select_evidence
@@ -108,6 +108,42 @@ def test_signals_of_a_question_the_passage_only_seems_to_answer(question, raised
     signals = select_evidence(question, [source(RHINE)]).signals
     cues = {"question_conflict", "negation_mismatch", "answer_type_missing"}
     assert {name for name in cues if signals[name]} == raised
+
+
+@pytest.mark.parametrize("query, asked", [
+    ("How wide is the Rhine?", True),
+    ("Where are Jersey and Guernsey", True),  # SQuAD questions without their "?"
+    ("In what expression can one expect to find DTIME(n)", True),
+    ("Though unknown, what are the most commonly ascribed attributes of L in relation to P", True),
+    ("Did William conquer the Welsh lords", True),
+    ("When did the Normans reach Italy", True),
+    ("Leuko-increased blood increases infectious complications in red blood cell transfusion.", False),
+    ("Thigh-length stockings did not reduce deep vein thrombosis in patients who are immobile.", False),
+    ("The YAP1 and TEAD complex, which binds DNA, moves into the nucleus where it acts.", False),
+    ("When inoculated at lower numbers, parasites proliferate faster.", False),
+    ("朱常浩的性格有什么特点", True),
+    ("吕凯被任命成了哪个地方的太守", True),
+    ("你去过北京吗", True),
+    ("AMR-7 的最大载重是多少？", True),
+    ("北京是中国的首都。", False),
+    ("他几乎每天都不跑步。", False),  # 几乎 "almost" is no 几 "how many"
+    ("哪怕下雨，机器人也不能在室外运行。", False),  # 哪怕 "even if" is no 哪 "which"
+])
+def test_a_query_worded_as_a_question_or_as_a_statement(query, asked):
+    assert is_question_form(query) is asked
+
+
+@pytest.mark.parametrize("claim", [
+    "William did not conquer the Welsh lords.",  # a negation the span lacks
+    "Early Gothic came after Romanesque architecture in the Rhineland.",  # an antonym of the passage's "before"
+    "机器人不能在水中运行。",
+])
+def test_the_question_cues_stay_silent_on_a_claim(claim):
+    signals = select_evidence(claim, [source(RHINE), source(SAFETY)]).signals
+    assert signals["claim_form"] == 1.0
+    assert signals["negation_mismatch"] == signals["question_conflict"] == signals["answer_type_missing"] == 0.0
+    question = select_evidence("What Welsh lords did William not conquer?", [source(RHINE)]).signals
+    assert question["claim_form"] == 0.0 and question["negation_mismatch"] == 1.0
 
 
 def test_a_lower_ranked_passage_must_be_clearly_better_to_be_cited():

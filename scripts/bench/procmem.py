@@ -18,8 +18,9 @@ def status_mb(pid: int | str, field: str) -> float:
 
 
 def parse_worker_pids() -> list[int]:
-    """This process's multiprocessing children (the parse workers; not the Milvus Lite server)."""
-    pids = []
+    """This process's parse workers: the children of its multiprocessing fork server (services/parser/isolation.py),
+    and any multiprocessing child of its own besides that server (not the Milvus Lite server)."""
+    processes = []  # (pid, parent, command line)
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -29,6 +30,9 @@ def parse_worker_pids() -> list[int]:
                     command = cmdline.read()
             except OSError:
                 continue
-            if parent == os.getpid() and b"multiprocessing" in command:
-                pids.append(int(entry))
-    return pids
+            processes.append((int(entry), parent, command))
+    mine = [(pid, command) for pid, parent, command in processes
+            if parent == os.getpid() and b"multiprocessing" in command]
+    fork_servers = {pid for pid, command in mine if b"multiprocessing.forkserver" in command}
+    return [pid for pid, command in mine if pid not in fork_servers] + \
+        [pid for pid, parent, _ in processes if parent in fork_servers]

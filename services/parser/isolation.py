@@ -2,23 +2,27 @@
 
 A thread cannot be stopped, and a native library (pdfminer on a hostile PDF,
 tesseract, lxml) can loop, eat memory or segfault. Each read runs in one of
-`size` long-lived child processes (spawned, so no locks or threads are
-inherited); a read past its deadline kills its worker, which is replaced on the
-next call; a read past its memory limit fails its allocations (RLIMIT_AS) and
-ends its worker the same way. unstructured is imported in the children only.
+`size` long-lived child processes; a read past its deadline kills its worker, which is
+replaced on the next call; a read past its memory limit fails its allocations (RLIMIT_AS)
+and ends its worker the same way. unstructured is imported outside the service's process only.
 
-`start` spawns the whole pool and has each worker read a few words of plain text once
-before the service turns SERVING, so the first documents of an ingestion neither wait for
-the imports (unstructured, spaCy, the language profiles) nor share the CPU with them while
-the embedding model runs. A worker replaced later warms up on its first file.
+The workers are forked from multiprocessing's fork server, a single-threaded process of its
+own (so no locks or threads are inherited), which imports the readers' libraries and reads a
+few words of plain text once (fork_template.py). A worker therefore starts warm: the pool's
+first start pays for the imports (unstructured, spaCy, the language profiles) once per
+process, a replaced worker or another pool of the same process not at all. `start` forks the
+whole pool and has each worker read the same few words before the service turns SERVING, so
+the first documents of an ingestion never wait for a worker.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import queue
 import resource
+import sys
 import threading
 
 from services.parser import errors
@@ -39,7 +43,12 @@ def _serve(connection) -> None:
     try:
         _serve_files(connection)
     except (BrokenPipeError, ConnectionResetError):  # the parent is gone
-        return
+        pass
+    # Nothing of a worker outlives it but what it sent. Ending without the interpreter's teardown (module by
+    # module through unstructured, spaCy and their dependencies: seconds on 2 cores) keeps the parser's stop short.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _serve_files(connection) -> None:
@@ -127,14 +136,21 @@ class _Worker:
         if kill:
             self.process.kill()
         else:
-            try:
-                self.connection.send(None)
-            except OSError:
-                pass
-            self.process.join(5)
-            if self.process.is_alive():
-                self.process.kill()
+            self.ask_to_stop()
+        self.finish()
+
+    def ask_to_stop(self) -> None:
+        try:
+            self.connection.send(None)
+        except OSError:
+            pass
+
+    def finish(self) -> None:
+        """Wait until the worker has ended (killed if it takes more than 5 s), then close its pipe."""
         self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
         self.connection.close()
 
 
@@ -144,7 +160,8 @@ class ParseWorkers:
     def __init__(self, size: int = 2):
         if size < 1:
             raise ValueError(f"parse worker pool size must be >= 1, got {size}")
-        self._context = multiprocessing.get_context("spawn")
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(["services.parser.fork_template"])
         self._size = size
         self._slots = threading.BoundedSemaphore(size)
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
@@ -182,9 +199,9 @@ class ParseWorkers:
         raise errors.rebuild(kind, reason, message)
 
     def start(self) -> None:
-        """Spawn the missing workers of the pool and wait until each has read `WARM_UP_TEXT` once.
+        """Fork the missing workers of the pool and wait until each has read `WARM_UP_TEXT` once.
 
-        A worker that fails its warm-up is dropped (the next read spawns a fresh one)."""
+        A worker that fails its warm-up is dropped (the next read forks a fresh one)."""
         with self._lock:
             if self._closed:
                 return
@@ -213,8 +230,10 @@ class ParseWorkers:
         with self._lock:
             self._closed = True
             workers, self._all = list(self._all), set()
+        for worker in workers:  # all at once: the workers end side by side
+            worker.ask_to_stop()
         for worker in workers:
-            worker.stop()
+            worker.finish()
 
     def _take(self) -> _Worker:
         try:

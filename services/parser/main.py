@@ -7,7 +7,7 @@ from services.parser.isolation import ParseWorkers
 from shared.config import Settings
 from shared.server import ServiceServer, run_service
 
-# Files are read in this many killable worker processes (spawned before the parser turns SERVING).
+# Files are read in this many killable worker processes (forked before the parser turns SERVING).
 PARSE_WORKERS = 2
 
 

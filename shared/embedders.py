@@ -153,15 +153,36 @@ class SentenceTransformerEmbedder(_TokenizerReads):
         self.languages = tuple(languages)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """One call over texts of any mix of lengths: `encode` sorts by length but pads each batch to its
+        longest text, so a chunk's short sentences batched with the chunk would cost as much as chunks; the
+        texts go to the model in batches of similar length instead (`length_batches`)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         with self._lock:
-            vectors = self._model.encode(texts, batch_size=self._batch_size, normalize_embeddings=True,
-                                         convert_to_numpy=True, show_progress_bar=False)
-        return vectors.astype(np.float32)
+            for batch in length_batches([len(t) for t in texts], self._batch_size):
+                vectors[batch] = self._model.encode([texts[i] for i in batch], batch_size=self._batch_size,
+                                                    normalize_embeddings=True, convert_to_numpy=True,
+                                                    show_progress_bar=False)
+        return vectors
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._queries.embed(text)
+
+
+def length_batches(lengths: list[int], batch_size: int, *, spread: float = 2.0) -> list[list[int]]:
+    """Indices of the texts, longest first, cut into forward passes of at most `batch_size` texts whose
+    longest is at most `spread` times their shortest: every text is padded to its pass's longest, so a pass
+    mixing 200-token chunks with 30-token sentences would spend most of its work on padding."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for index in order:
+        batch = batches[-1] if batches else None
+        if batch is None or len(batch) >= batch_size or lengths[batch[0]] > spread * max(lengths[index], 1):
+            batches.append([index])
+        else:
+            batch.append(index)
+    return batches
 
 
 class QueryBatcher:

@@ -20,6 +20,11 @@ short by a crash of the indexer itself leaves the entry in `indexing`; the next
 attempt trusts only what both stores hold, so a replay ends with exactly the new
 chunk set.
 
+A writer that lost its document lock (cluster mode: its database session ended) no longer owns the
+document: it writes no further batch, rolls nothing back, and leaves the `indexing` entry to the lock's
+new holder, the replay or the reconciler. So does a failure after the last batch (the sweep of the
+previous version cannot be undone by this attempt).
+
 A write or delete is reported done only once searches see it (`VectorStore.await_visible`; the keyword
 stores' writes are searchable when they return), so searches never pay for read-your-writes.
 """
@@ -36,7 +41,7 @@ from services.indexer.registry import INDEXED, INDEXING, DocumentEntry, Document
 from shared import components
 from shared.config import KBConfig, Settings
 from shared.contracts import chunk_pb2, indexer_pb2
-from shared.errors import FailedPrecondition, InvalidArgument, NotFound
+from shared.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from shared.kb import KnowledgeBaseCatalog
 from shared.kb_versions import VersionRows, version_config
 from shared.registry import ComponentRegistry
@@ -206,6 +211,11 @@ class Indexer:
             batch_size = kb.embedder.batch_size
             for start in range(0, len(fresh), batch_size):
                 batch = fresh[start:start + batch_size]
+                try:  # a writer without its lock writes no further batch: the document may be someone else's now
+                    confirm_lock()
+                except Unavailable:
+                    undo_on_failure = False
+                    raise
                 started = time.perf_counter()
                 embedded = embed_for_index(embedder, batch, sentences=vector.has_sentences)
                 stages["embed"] += _ms(started)
@@ -242,9 +252,21 @@ class Indexer:
             finished = True
         finally:
             if not finished and undo_on_failure:
-                self._roll_back(kb_name, namespace, doc_id, previous, written, keyword, vector)
+                self._undo_if_still_held(kb_name, namespace, doc_id, previous, written, keyword, vector, confirm_lock)
         outcome = indexer_pb2.INDEX_OUTCOME_CREATED if first else indexer_pb2.INDEX_OUTCOME_UPDATED
         yield IndexReport(outcome, version, len(fresh), len(stale), stages)
+
+    def _undo_if_still_held(self, kb_name, namespace, doc_id, previous: DocumentEntry | None, written: list[str],
+                            keyword, vector, confirm_lock: Callable[[], None]) -> None:
+        """Roll a failed or cancelled attempt back, unless its lock was lost meanwhile: the lock's new holder may
+        have finished the document already, and restoring `previous` would delete that holder's chunks."""
+        try:
+            confirm_lock()
+        except Unavailable as error:
+            log.warning("%s/%s/%s: not rolled back (%s); the attempt is left to the lock's next holder",
+                        kb_name, namespace, doc_id, error)
+            return
+        self._roll_back(kb_name, namespace, doc_id, previous, written, keyword, vector)
 
     def _roll_back(self, kb_name, namespace, doc_id, previous: DocumentEntry | None, written: list[str],
                    keyword, vector) -> None:

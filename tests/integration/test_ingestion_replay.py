@@ -165,6 +165,34 @@ def test_a_starting_indexer_leaves_alone_a_document_a_live_replica_is_writing(en
         writer.close()
 
 
+def test_a_writer_cancelled_after_losing_its_lock_does_not_undo_the_new_holders_work(env, postgres_dsn):
+    """The writer's lock session ends mid-write, another replica indexes the document in full, and only then is
+    the first attempt abandoned (its caller cancels): rolling it back would delete the chunks the new holder
+    wrote under the same content-derived ids and restore the old entry."""
+    from tests.contract.test_document_locks import end_lock_sessions
+
+    settings, catalog, registry = env
+    writer = Indexer(settings, catalog, registry, locks=PostgresDocumentLocks(postgres_dsn))
+    other = Indexer(settings, catalog, registry, locks=PostgresDocumentLocks(postgres_dsn))
+    try:
+        config = writer.create_kb("lost-then-cancelled", config_yaml="embedder: {batch_size: 8}")
+        writer.index_document(config, "default", "doc", "h1", chunks("lost-then-cancelled", "doc", 5, "old"))
+        steps = writer.index_steps(config, "default", "doc", "h2", chunks("lost-then-cancelled", "doc", 30, "new"))
+        for _ in range(3):
+            next(steps)
+        assert end_lock_sessions(postgres_dsn) == 1
+        new = chunks("lost-then-cancelled", "doc", 30, "new")
+        other.index_document(config, "default", "doc", "h2", new)
+        steps.close()  # the first attempt's caller goes away
+        keyword, vector = stored(settings, catalog, "lost-then-cancelled", "doc")
+        entry = registry.get("lost-then-cancelled", "default", "doc")
+        assert entry.status == INDEXED and entry.content_hash == "h2"
+        assert keyword == vector == {c.chunk_id for c in new} == set(entry.chunk_ids)
+    finally:
+        writer.close()
+        other.close()
+
+
 def test_a_writer_that_lost_its_document_lock_leaves_the_document_to_its_new_holder(env, postgres_dsn):
     """The lock's database session ends mid-write (restart, network cut): another replica may own the document
     now, so the writer neither marks it indexed nor undoes anything; it fails with the cause, and the replica that
@@ -189,6 +217,8 @@ def test_a_writer_that_lost_its_document_lock_leaves_the_document_to_its_new_hol
         assert entry.status == INDEXING and {c.chunk_id for c in old} <= set(entry.chunk_ids)
         keyword, vector = stored(settings, catalog, "lost-lock", "doc")
         assert {c.chunk_id for c in old} <= keyword & vector  # nothing of the previous version was swept
+        # the two batches written while it held the lock, and none after
+        assert keyword == vector == {c.chunk_id for c in old + new[:16]}
         report = other.index_document(config, "default", "doc", "h2", chunks("lost-lock", "doc", 30, "new"))
         assert report.doc_version == entry.version
         keyword, vector = stored(settings, catalog, "lost-lock", "doc")

@@ -12,7 +12,9 @@ is what lets an indexer that starts roll back documents a dead writer left
 The other side of that: a writer whose lock connection dies (database restart,
 network cut) no longer holds the document, and another replica may already be
 rolling it back. So a writer confirms it still holds the lock (`confirm_held`)
-before it marks a document indexed, and rolls its attempt back when it does not.
+before each batch it writes, before it sweeps the previous version and before it
+marks the document indexed; once the lock is lost it stops without touching the
+document again (no further write, no rollback).
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ DOCUMENT_LOCK_CLASS = 0x6463
 BUILD_LOCK_CLASS = 0x626C
 SWITCH_LOCK_CLASS = 0x7377
 LOCK_POOL_MAX = 16  # documents written at once by one indexer process (each holds one connection)
+# A lock connection that silently stops answering (a network cut) is declared dead in about 30 s, not after the
+# kernel's ~15 min of retransmits: `confirm_held` must fail fast rather than hold the writer that long.
+LOCK_TCP = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+            "tcp_user_timeout": 30_000}
 
 
 def _key(kb_name: str, namespace: str, doc_id: str) -> bytes:
@@ -70,7 +76,7 @@ class PostgresDocumentLocks:
 
     def __init__(self, dsn: str):
         self._local = LocalDocumentLocks()
-        self._pool = ConnectionPool(dsn, min_size=0, max_size=LOCK_POOL_MAX, kwargs={"autocommit": True},
+        self._pool = ConnectionPool(dsn, min_size=0, max_size=LOCK_POOL_MAX, kwargs={"autocommit": True, **LOCK_TCP},
                                     check=ConnectionPool.check_connection, name="ragkb-document-locks", open=True)
 
     def lock(self, kb_name: str, namespace: str, doc_id: str) -> DocumentLock:

@@ -10,7 +10,7 @@ import threading
 import psycopg
 import pytest
 
-from services.indexer.locks import LocalDocumentLocks, PostgresDocumentLocks, confirm_held, document_locks
+from services.indexer.locks import LOCK_TCP, LocalDocumentLocks, PostgresDocumentLocks, confirm_held, document_locks
 from shared.errors import Unavailable
 from tests.conftest import ROOT
 
@@ -84,11 +84,15 @@ def test_a_killed_writers_lock_is_free_at_once(postgres_dsn):
 
 
 def end_lock_sessions(dsn: str) -> int:
-    """End every database session holding an advisory lock, as a database restart or a network cut would."""
+    """End every session of this database holding an advisory lock, as a database restart or a network cut
+    would; returns once they have exited (their locks released), or fails."""
     with psycopg.connect(dsn, autocommit=True) as admin:
-        rows = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_locks "
-                             "WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()").fetchall()
-    return len(rows)
+        ended = admin.execute("SELECT pg_terminate_backend(pid, 10000) FROM pg_locks "
+                              "WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid() "
+                              "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                              ).fetchall()
+    assert all(row[0] for row in ended), "a session holding a lock did not exit within 10 s"
+    return len(ended)
 
 
 def test_a_held_lock_is_confirmed_held(settings):
@@ -97,6 +101,18 @@ def test_a_held_lock_is_confirmed_held(settings):
     with lock:
         confirm_held(lock)
     locks.close()
+
+
+@pytest.mark.integration
+def test_a_lock_connection_gives_up_on_a_silent_peer_within_seconds(postgres_dsn):
+    locks = PostgresDocumentLocks(postgres_dsn)
+    try:
+        with locks.lock("kb", "default", "doc") as held:
+            options = {option.keyword.decode(): (option.val or b"").decode()
+                       for option in held._connection.pgconn.info}
+        assert {key: options[key] for key in LOCK_TCP} == {key: str(value) for key, value in LOCK_TCP.items()}
+    finally:
+        locks.close()
 
 
 @pytest.mark.integration

@@ -2,7 +2,9 @@
 
 It imports the readers' libraries (unstructured, spaCy, the language profiles) and reads a few words of plain text,
 the warm-up each worker used to do on its own, so that every worker forked from the server starts with all of that
-in place. The server stays single-threaded: nothing here starts a thread, so a fork inherits no lock.
+in place. Nothing here starts a thread of its own, so a fork inherits no lock held by one; the one library
+thread pool the imports can start (numpy's OpenBLAS, unless OPENBLAS_NUM_THREADS=1) stops itself around
+each fork and starts again in the child on first use.
 """
 
 from __future__ import annotations

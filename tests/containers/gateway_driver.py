@@ -9,6 +9,8 @@ its own container, over both of its APIs. Each command prints one JSON object:
     python gateway_driver.py ask-grpc KB QUESTION
     python gateway_driver.py load KB SECONDS QUESTION... # queries in a loop; counts failures
     python gateway_driver.py documents KB
+    python gateway_driver.py jobs KB
+    python gateway_driver.py wait-embedding KB SECONDS  # the first job seen half-way through embedding
 """
 
 from __future__ import annotations
@@ -67,12 +69,29 @@ def load(kb: str, seconds: str, *questions: str) -> dict:
     return {"queries": done, "failures": failures}
 
 
+def jobs(kb: str) -> dict:
+    return {"jobs": RagkbClient(REST).list_jobs(kb)}
+
+
+def wait_embedding(kb: str, seconds: str) -> dict:
+    """Poll the KB's jobs every 20 ms (one process, one connection: a job of a few hundred chunks embeds in
+    seconds) until one has written some but not all of its chunks."""
+    client = RagkbClient(REST, timeout_s=60)
+    deadline = time.monotonic() + float(seconds)
+    while time.monotonic() < deadline:
+        for job in client.list_jobs(kb):
+            if job["state"] == "embedding" and 0 < job["chunks_done"] < job["chunks_total"]:
+                return job
+        time.sleep(0.02)
+    raise TimeoutError(f"no job of {kb} was half-way through embedding within {seconds} s")
+
+
 def documents(kb: str) -> dict:
     return {"documents": RagkbClient(REST).list_documents(kb), "kb": RagkbClient(REST).get_kb(kb)}
 
 
 COMMANDS = {"create-kb": create_kb, "ingest": ingest, "ask-rest": ask_rest, "ask-grpc": ask_grpc,
-            "load": load, "documents": documents}
+            "load": load, "documents": documents, "jobs": jobs, "wait-embedding": wait_embedding}
 
 if __name__ == "__main__":
     print(json.dumps(COMMANDS[sys.argv[1]](*sys.argv[2:]), ensure_ascii=False))

@@ -49,7 +49,7 @@ if [ "$containers" = 1 ]; then
     build_pid=$!
 fi
 suite=0
-python -m pytest "$@" || suite=$?
+python -m pytest --durations=25 "$@" || suite=$?  # the slowest tests, for keeping the suite short
 [ "$containers" = 1 ] || exit "$suite"
 
 overran() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }  # timeout(1): the time box ran out (then SIGKILL)

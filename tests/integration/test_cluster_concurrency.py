@@ -99,6 +99,9 @@ def stack(tmp_path_factory):
     running.stop()
 
 
+# pytest-timeout's box covers the module's stack start-up (80 s here), the 500 documents (about 500 s on a loaded
+# 2-core machine) and the teardown: the default 600 s ran out in a teardown once
+@pytest.mark.timeout(1200)
 def test_replicas_of_every_kind_ingest_and_answer_while_one_of_each_is_killed(stack):
     names = set(stack.services)
     assert {"gateway", "gateway-2", "indexer", "indexer-2", "retriever", "retriever-2", "retriever-3",

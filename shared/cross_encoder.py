@@ -12,6 +12,7 @@ import os
 import threading
 from pathlib import Path
 
+from shared import model_thread
 from shared.config import RerankerConfig
 from shared.errors import FailedPrecondition
 from shared.registry import ComponentRegistry
@@ -46,7 +47,7 @@ class CrossEncoder:
         if not passages:
             return []
         with self._lock:
-            scores = self._model.compute_score([[query, p] for p in passages])
+            scores = model_thread.run(self._model.compute_score, [[query, p] for p in passages])
         if isinstance(scores, float):  # FlagReranker returns a bare float for one pair
             scores = [scores]
         return [float(s) for s in scores]

@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from shared import model_thread
 from shared.errors import FailedPrecondition
 
 # Models that a Python package carries: name -> (module, attribute returning the directory).
@@ -159,11 +160,15 @@ class SentenceTransformerEmbedder(_TokenizerReads):
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        with self._lock:
-            for batch in length_batches([len(t) for t in texts], self._batch_size):
-                vectors[batch] = self._model.encode([texts[i] for i in batch], batch_size=self._batch_size,
-                                                    normalize_embeddings=True, convert_to_numpy=True,
-                                                    show_progress_bar=False)
+
+        def encode() -> None:
+            with self._lock:  # the tokenizer's reads share the model's tokenizer
+                for batch in length_batches([len(t) for t in texts], self._batch_size):
+                    vectors[batch] = self._model.encode([texts[i] for i in batch], batch_size=self._batch_size,
+                                                        normalize_embeddings=True, convert_to_numpy=True,
+                                                        show_progress_bar=False)
+
+        model_thread.run(encode)
         return vectors
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -306,9 +311,12 @@ class BGEM3Embedder(_TokenizerReads):
         self.languages = tuple(languages)
 
     def _encode(self, texts: list[str]) -> tuple[np.ndarray, list[SparseVector]]:
-        with self._lock:
-            output = self._model.encode(texts, batch_size=self._batch_size, max_length=self.max_tokens,
-                                        return_dense=True, return_sparse=True, return_colbert_vecs=False)
+        def encode() -> dict:
+            with self._lock:
+                return self._model.encode(texts, batch_size=self._batch_size, max_length=self.max_tokens,
+                                          return_dense=True, return_sparse=True, return_colbert_vecs=False)
+
+        output = model_thread.run(encode)
         dense = np.atleast_2d(np.asarray(output["dense_vecs"], dtype=np.float32))
         sparse = [{int(token): float(weight) for token, weight in weights.items()}
                   for weights in output["lexical_weights"]]

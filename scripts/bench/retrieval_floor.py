@@ -13,7 +13,9 @@ time, through
 
 - the floor: bm25s over the same chunk texts (Porter-stemmed, English stopwords), a numpy
   dot product over the vectors read back from Milvus Lite, one bare `model.encode` of the
-  query, RRF (k=60, equal weights);
+  query, RRF (k=60, equal weights). The encode runs on the process's model thread, where
+  ragkb's own passes run: from a second thread torch would start a second OpenMP team and
+  slow both (shared/model_thread.py);
 - ragkb: `Retriever.retrieve` with the KB's default settings, both routes `--depth` deep.
 
 The two alternate query by query, so load from other jobs falls on both alike. Printed: p50
@@ -39,7 +41,7 @@ import _common as common
 import services.retriever.retriever as retriever_module
 from ragkb.eval import VectorCache, document_chunks, embed_with_cache, limit_corpus, load_beir, ndcg_at
 from services.retriever.retriever import Retriever
-from shared import components
+from shared import components, model_thread
 from shared.config import Settings
 from shared.contracts import chunk_pb2
 from shared.kb import KnowledgeBaseCatalog
@@ -118,7 +120,8 @@ class Floor:
             bm25_ranked = [int(i) for i, s in zip(found[0], scores[0]) if s > 0]
         clock.spent["bm25"] = (time.perf_counter() - started) * 1000
         started = time.perf_counter()
-        vector = self._model.encode(query, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        vector = model_thread.run(self._model.encode, query, normalize_embeddings=True, convert_to_numpy=True,
+                                  show_progress_bar=False)
         clock.spent["embed"] = (time.perf_counter() - started) * 1000
         started = time.perf_counter()
         scores = self._matrix @ vector.astype(np.float32)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from services.generator.evidence import stem
+from shared import model_thread
 from shared.text import ENGLISH_STOPWORDS, query_terms, split_sentences
 
 LABELS = ("entailment", "neutral", "contradiction")
@@ -199,8 +200,11 @@ class NliVerifier:
 
         inputs = self._tokenizer(list(texts), [claim] * len(texts), truncation=True, max_length=self._max_length,
                                  padding=True, return_tensors="pt").to(self._device)
-        with torch.no_grad():
-            probabilities = torch.softmax(self._model(**inputs).logits, dim=-1).cpu().numpy()
+        def classify():
+            with torch.no_grad():
+                return torch.softmax(self._model(**inputs).logits, dim=-1).cpu().numpy()
+
+        probabilities = model_thread.run(classify)
         best = int(probabilities[:, self._index["entailment"]].argmax())
         row = probabilities[best]
         label = max(LABELS, key=lambda name: row[self._index[name]])

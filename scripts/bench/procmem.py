@@ -19,7 +19,8 @@ def status_mb(pid: int | str, field: str) -> float:
 
 def parse_worker_pids() -> list[int]:
     """This process's parse workers: the children of its multiprocessing fork server (services/parser/isolation.py),
-    and any multiprocessing child of its own besides that server (not the Milvus Lite server)."""
+    and any multiprocessing child of its own besides that server and multiprocessing's resource tracker (not the
+    Milvus Lite server either)."""
     processes = []  # (pid, parent, command line)
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -32,7 +33,8 @@ def parse_worker_pids() -> list[int]:
                 continue
             processes.append((int(entry), parent, command))
     mine = [(pid, command) for pid, parent, command in processes
-            if parent == os.getpid() and b"multiprocessing" in command]
+            if parent == os.getpid() and b"multiprocessing" in command
+            and b"multiprocessing.resource_tracker" not in command]
     fork_servers = {pid for pid, command in mine if b"multiprocessing.forkserver" in command}
     return [pid for pid, command in mine if pid not in fork_servers] + \
         [pid for pid, parent, _ in processes if parent in fork_servers]

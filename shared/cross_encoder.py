@@ -9,7 +9,6 @@ check works wherever the generator runs, and one process loads one model.
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 from shared import model_thread
@@ -41,13 +40,12 @@ class CrossEncoder:
                                    devices=None if device == "auto" else device, batch_size=batch_size,
                                    max_length=max_length, normalize=True)
         self.model = model
-        self._lock = threading.Lock()  # one forward pass at a time: torch modules are not re-entrant
 
     def score(self, query: str, passages: list[str]) -> list[float]:
         if not passages:
             return []
-        with self._lock:
-            scores = model_thread.run(self._model.compute_score, [[query, p] for p in passages])
+        # one pass at a time (torch modules are not re-entrant): the model thread runs them in turn
+        scores = model_thread.run(self._model.compute_score, [[query, p] for p in passages])
         if isinstance(scores, float):  # FlagReranker returns a bare float for one pair
             scores = [scores]
         return [float(s) for s in scores]

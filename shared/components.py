@@ -52,7 +52,7 @@ def milvus_store(config: VectorStoreConfig, *, kb: str, settings: Settings, embe
                              timeout_s=config.timeout_s, search_consistency=config.search_consistency,
                              visibility_timeout_s=config.visibility_timeout_s,
                              sparse_encoder=embedder.sparse_documents if getattr(embedder, "sparse", False) else None,
-                             version=version)
+                             version=version, mirror_rows=settings.vector_mirror_rows)
 
 
 def kb_dir(settings: Settings, kb: str) -> Path:

@@ -40,6 +40,10 @@ class Settings:
     ingest_workers: int = 2
     # embedded mode: services call each other in process (shared/inprocess.py); false = over loopback gRPC
     in_process_calls: bool = True
+    # embedded Milvus Lite: dense searches of a collection of up to this many rows run on an exact copy of its
+    # rows in this process (shared/stores/vector_mirror.py; a 384-d row's vector is 1.5 kB, its serialized chunk
+    # comes on top: 5.8 kB a row on SciFact's abstracts, so ~0.55 GiB at the limit); 0 = off
+    vector_mirror_rows: int = 100_000
     log_level: str = "INFO"
     # gateway: API keys (no file = auth off), live step settings, stored traces, OpenTelemetry exporter
     keys_file: str = ""  # empty = <data_dir>/keys.yaml

@@ -9,12 +9,18 @@ searched by inner product: the sparse route. Each row also keeps the vectors of 
 chunk's scored sentences (shared/sentence_vectors.py) in a field searches never return;
 `chunk_vectors` reads them by id, under the same namespace and ACL filter as a search,
 for the few chunks an answer is written from.
+
+On Milvus Lite, dense searches are answered by an exact in-process copy of the collection's
+vectors kept in step with every write (shared/stores/vector_mirror.py); Milvus Lite answers the
+rest, and every search of a Milvus server.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +36,9 @@ from shared.sentences import SPLITTER_VERSION
 from shared.stores.acl import acl_clause_groups, chunk_groups
 from shared.stores.base import require_namespaces, sibling_fetch_args
 from shared.stores.filters import metadata_pairs, milvus_metadata_clauses
+from shared.stores.vector_mirror import METRICS, MirrorRow, VectorMirror, forget_mirrors, mirror_for
+
+logger = logging.getLogger(__name__)
 
 _clients: dict[str, object] = {}
 _clients_lock = threading.Lock()
@@ -47,6 +56,7 @@ VISIBILITY_POLL_S = 0.05
 # rows per upsert request, and per insert request of `bulk_insert` (384-d vectors: ~1.5 KB a row plus payload)
 UPSERT_BATCH = 256
 BULK_INSERT_BATCH = 2000
+MIRROR_BUILD_BATCH = 2000  # rows per page when a vector mirror is built from its collection
 
 
 def milvus_client(uri: str):
@@ -64,6 +74,7 @@ def close_clients() -> None:
         for client in _clients.values():
             client.close()
         _clients.clear()
+        forget_mirrors()
 
 
 def collection_name(kb: str, model_id: str, dimension: int, version: int = 1) -> str:
@@ -158,6 +169,11 @@ def _payload(chunk: chunk_pb2.KnowledgeChunk) -> dict:
     return payload
 
 
+def _mirror_rows(chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray) -> list[MirrorRow]:
+    return [MirrorRow(c.chunk_id, v, c.namespace, c.doc_id, int(c.block_type), tuple(chunk_groups(c)),
+                      c.SerializeToString()) for c, v in zip(chunks, vectors)]
+
+
 def _acl_value(chunk: chunk_pb2.KnowledgeChunk) -> str:
     groups = chunk_groups(chunk)
     return "|" + "|".join(groups) + "|" if groups else ""
@@ -188,7 +204,10 @@ class MilvusVectorStore:
     def __init__(self, uri: str, *, kb: str, model_id: str, dimension: int, index_type: str = "AUTOINDEX",
                  metric: str = "COSINE", index_params: dict | None = None, search_params: dict | None = None,
                  timeout_s: float = 5.0, search_consistency: str = "Session", visibility_timeout_s: float = 30.0,
-                 sparse_encoder: Callable[[list[str]], list[dict[int, float]]] | None = None, version: int = 1):
+                 sparse_encoder: Callable[[list[str]], list[dict[int, float]]] | None = None, version: int = 1,
+                 mirror_rows: int = 0):
+        """`mirror_rows`: on Milvus Lite, dense searches of a collection of up to that many rows are answered
+        by the process's in-memory `VectorMirror` of it (shared/stores/vector_mirror.py); 0 = never."""
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         if visibility_timeout_s <= 0:
@@ -215,6 +234,9 @@ class MilvusVectorStore:
         self._sparse_encoder = sparse_encoder
         self.has_sparse = sparse_encoder is not None
         self._ensure_collection(index_type)
+        self._mirror: VectorMirror | None = None
+        if not self._server and mirror_rows > 0 and metric in METRICS:
+            self._mirror = mirror_for(uri, self.collection, metric=metric, dimension=dimension, max_rows=mirror_rows)
 
     def _ensure_collection(self, index_type: str) -> None:
         from pymilvus import DataType
@@ -266,9 +288,11 @@ class MilvusVectorStore:
                sentence_vectors: Sequence[np.ndarray] | None = None) -> None:
         """Write chunks with their vectors and, when given, each chunk's scored-sentence vectors."""
         rows = self._rows(chunks, vectors, sentence_vectors)
-        with self._lock:
+        with self._mirrored() as mirror, self._lock:
             for start in range(0, len(rows), UPSERT_BATCH):
                 self._client.upsert(self.collection, rows[start:start + UPSERT_BATCH], timeout=self._timeout)
+            if mirror is not None:
+                mirror.apply(_mirror_rows(chunks, vectors))
 
     def bulk_insert(self, chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray,
                     sentence_vectors: Sequence[np.ndarray] | None = None) -> None:
@@ -280,14 +304,17 @@ class MilvusVectorStore:
         BULK_INSERT_BATCH rows, and those already present go through `upsert`.
         """
         rows = self._rows(chunks, vectors, sentence_vectors)
-        present = self._existing([row["id"] for row in rows]) if rows else set()
-        new = [row for row in rows if row["id"] not in present]
-        with self._lock:
-            for start in range(0, len(new), BULK_INSERT_BATCH):
-                self._client.insert(self.collection, new[start:start + BULK_INSERT_BATCH], timeout=self._timeout)
-            again = [row for row in rows if row["id"] in present]
-            for start in range(0, len(again), UPSERT_BATCH):
-                self._client.upsert(self.collection, again[start:start + UPSERT_BATCH], timeout=self._timeout)
+        with self._mirrored() as mirror:
+            present = self._existing([row["id"] for row in rows]) if rows else set()
+            new = [row for row in rows if row["id"] not in present]
+            with self._lock:
+                for start in range(0, len(new), BULK_INSERT_BATCH):
+                    self._client.insert(self.collection, new[start:start + BULK_INSERT_BATCH], timeout=self._timeout)
+                again = [row for row in rows if row["id"] in present]
+                for start in range(0, len(again), UPSERT_BATCH):
+                    self._client.upsert(self.collection, again[start:start + UPSERT_BATCH], timeout=self._timeout)
+            if mirror is not None:
+                mirror.apply(_mirror_rows(chunks, vectors))
 
     def _rows(self, chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray,
               sentence_vectors: Sequence[np.ndarray] | None) -> list[dict]:
@@ -324,11 +351,28 @@ class MilvusVectorStore:
     def delete_ids(self, chunk_ids: Sequence[str]) -> int:
         if not chunk_ids:
             return 0
-        present = self._existing(chunk_ids)
-        if present:
-            with self._lock:
-                self._client.delete(self.collection, ids=sorted(present), timeout=self._timeout)
+        with self._mirrored() as mirror:
+            present = self._existing(chunk_ids)
+            if present:
+                with self._lock:
+                    self._client.delete(self.collection, ids=sorted(present), timeout=self._timeout)
+                if mirror is not None:
+                    mirror.remove(present)
         return len(present)
+
+    @contextlib.contextmanager
+    def _mirrored(self):
+        """Hold the mirror's lock across a write (None without a mirror); a write that fails part-way
+        leaves the mirror unbuilt, to be rebuilt from the collection by the next search."""
+        if self._mirror is None:
+            yield None
+            return
+        with self._mirror.lock:
+            try:
+                yield self._mirror
+            except BaseException:
+                self._mirror.invalidate()
+                raise
 
     def delete_document(self, namespace: str, doc_id: str) -> int:
         return self.delete_ids(sorted(self.chunk_ids(namespace, doc_id)))
@@ -359,10 +403,63 @@ class MilvusVectorStore:
             time.sleep(VISIBILITY_POLL_S)
 
     def search(self, vector: np.ndarray, search_filter: chunk_pb2.SearchFilter, limit: int) -> list[chunk_pb2.Candidate]:
-        hits = self._search("vector", np.asarray(vector, dtype=np.float32).tolist(),
-                            search_params_for(self._search_params, limit), search_filter, limit)
+        found = self._search_mirror(vector, search_filter, limit)
+        if found is not None:
+            hits = [(chunk_pb2.KnowledgeChunk.FromString(chunk), score) for chunk, score in found]
+        else:
+            hits = self._search("vector", np.asarray(vector, dtype=np.float32).tolist(),
+                                search_params_for(self._search_params, limit), search_filter, limit)
         return [chunk_pb2.Candidate(chunk=chunk, score=score, route=chunk_pb2.ROUTE_DENSE, dense_rank=rank,
                                     dense_score=score) for rank, (chunk, score) in enumerate(hits, start=1)]
+
+    def _search_mirror(self, vector: np.ndarray, search_filter: chunk_pb2.SearchFilter,
+                       limit: int) -> list[tuple[bytes, float]] | None:
+        """The mirror's hits; None when Milvus must answer (no mirror, too many rows, a metadata filter)."""
+        mirror = self._mirror
+        if mirror is None or mirror.oversized or search_filter.metadata:
+            return None
+        self._check_acl(search_filter)
+        namespaces = require_namespaces(search_filter)
+        with mirror.lock:
+            if not mirror.ready:
+                self._build_mirror(mirror)
+            if mirror.oversized:
+                return None
+        return mirror.search(vector, namespaces=namespaces, doc_ids=list(search_filter.doc_ids),
+                             block_types=[int(b) for b in search_filter.block_types],
+                             acl_groups=acl_clause_groups(search_filter), limit=limit)
+
+    def _build_mirror(self, mirror: VectorMirror) -> None:
+        """Fill the mirror with every row of the collection (the caller holds its lock, so no write lands
+        half-way through)."""
+        fields = ["id", "vector", "namespace", "doc_id", "block_type", "payload", *(["acl"] if self._has_acl else [])]
+        mirror.start_build()
+        if not self.count():
+            return  # and Milvus Lite 2.5.1 fails a query for vectors of an empty collection dropped once before
+        started = time.perf_counter()
+        try:
+            with self._lock:
+                iterator = self._client.query_iterator(self.collection, batch_size=MIRROR_BUILD_BATCH,
+                                                       output_fields=fields, timeout=self._timeout)
+                try:
+                    while mirror.ready and (batch := iterator.next()):
+                        mirror.apply([MirrorRow(row["id"], np.asarray(row["vector"], np.float32), row["namespace"],
+                                                row["doc_id"], int(row["block_type"]),
+                                                tuple(g for g in row.get("acl", "").split("|") if g),
+                                                chunk_from_payload(row["payload"]).SerializeToString())
+                                      for row in batch])
+                finally:
+                    iterator.close()
+        except BaseException:
+            mirror.invalidate()
+            raise
+        if mirror.ready:
+            logger.info("vector mirror of %s: %d rows, %.1f MiB, built in %.1f s", self.collection, len(mirror),
+                        mirror.nbytes() / 2**20, time.perf_counter() - started)
+
+    def mirror_bytes(self) -> int:
+        """Bytes the collection's in-process vector mirror holds (0 without one, or before its first search)."""
+        return self._mirror.nbytes() if self._mirror is not None else 0
 
     def search_sparse(self, weights: dict[int, float], search_filter: chunk_pb2.SearchFilter,
                       limit: int) -> list[chunk_pb2.Candidate]:
@@ -375,13 +472,16 @@ class MilvusVectorStore:
         return [chunk_pb2.Candidate(chunk=chunk, score=score, route=chunk_pb2.ROUTE_SPARSE, sparse_rank=rank,
                                     sparse_score=score) for rank, (chunk, score) in enumerate(hits, start=1)]
 
-    def _search(self, field: str, query, search_params: dict, search_filter: chunk_pb2.SearchFilter,
-                limit: int) -> list[tuple[chunk_pb2.KnowledgeChunk, float]]:
+    def _check_acl(self, search_filter: chunk_pb2.SearchFilter) -> None:
         if search_filter.acl_enforced and not self._has_acl:
             raise FailedPrecondition(
                 f"collection {self.collection} was created before document ACLs and cannot filter by them; "
                 "re-ingest its documents into a new knowledge base to search it with ACLs"
             )
+
+    def _search(self, field: str, query, search_params: dict, search_filter: chunk_pb2.SearchFilter,
+                limit: int) -> list[tuple[chunk_pb2.KnowledgeChunk, float]]:
+        self._check_acl(search_filter)
         with self._lock:
             hits = self._client.search(
                 self.collection, data=[query], anns_field=field, limit=limit,
@@ -450,8 +550,10 @@ class MilvusVectorStore:
         return int(rows[0]["count(*)"])
 
     def drop(self) -> None:
-        with self._lock:
+        with self._mirrored() as mirror, self._lock:
             self._client.drop_collection(self.collection, timeout=ADMIN_TIMEOUT_S)
+            if mirror is not None:
+                mirror.invalidate()
 
     def make_live(self) -> None:
         """Point the KB's collection alias at this collection: one `alter_alias` (`create_alias` the first time).

@@ -1,0 +1,203 @@
+"""The in-process vector mirror against Milvus Lite's own search of the same collection.
+
+Every store here writes a real Milvus Lite file; a store of the same collection without a mirror
+(`mirror_rows=0`) is the reference, and only mirrored stores write (as in a process where every
+store gets the operator's settings).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import numpy as np
+import pytest
+
+from shared.contracts import chunk_pb2
+from shared.stores.milvus import UPSERT_BATCH, MilvusVectorStore, close_clients
+
+pytestmark = pytest.mark.integration
+
+DIMENSION = 16
+NAMESPACES = ["a", "b", "团队"]
+DOCS = ["d1", "d2", "手册"]
+GROUPS = ["hr", "finance", "研发"]
+
+
+def store(uri, *, mirror_rows=10_000) -> MilvusVectorStore:
+    return MilvusVectorStore(uri, kb="kb", model_id="m", dimension=DIMENSION, mirror_rows=mirror_rows)
+
+
+def chunk(rng: random.Random, chunk_id: str, text: str = "") -> chunk_pb2.KnowledgeChunk:
+    groups = rng.sample(GROUPS, rng.randint(0, 2))
+    return chunk_pb2.KnowledgeChunk(
+        chunk_id=chunk_id, kb="kb", namespace=rng.choice(NAMESPACES), doc_id=rng.choice(DOCS),
+        content=text or f"text of {chunk_id}", block_type=rng.choice([chunk_pb2.BLOCK_TYPE_PARAGRAPH,
+                                                                      chunk_pb2.BLOCK_TYPE_TABLE]),
+        metadata={"acl": ", ".join(groups), "lang": rng.choice(["en", "zh"])} if groups else
+        {"lang": rng.choice(["en", "zh"])}, heading_path=["Section", "第一节"])
+
+
+def filters() -> list[chunk_pb2.SearchFilter]:
+    return [
+        chunk_pb2.SearchFilter(namespaces=["a"]),
+        chunk_pb2.SearchFilter(namespaces=NAMESPACES),
+        chunk_pb2.SearchFilter(namespaces=["团队", "b"], doc_ids=["手册", "d2"]),
+        chunk_pb2.SearchFilter(namespaces=NAMESPACES, block_types=[chunk_pb2.BLOCK_TYPE_TABLE]),
+        chunk_pb2.SearchFilter(namespaces=NAMESPACES, acl_enforced=True),
+        chunk_pb2.SearchFilter(namespaces=NAMESPACES, acl_enforced=True, acl_groups=["研发"]),
+        chunk_pb2.SearchFilter(namespaces=["a", "b"], acl_enforced=True, acl_groups=["hr", "finance"]),
+        chunk_pb2.SearchFilter(namespaces=["nobody"]),
+        chunk_pb2.SearchFilter(namespaces=["a"], doc_ids=["no such document"]),
+    ]
+
+
+def assert_same_hits(mirrored: MilvusVectorStore, reference: MilvusVectorStore, vector, search_filter, limit=20):
+    got, want = mirrored.search(vector, search_filter, limit), reference.search(vector, search_filter, limit)
+    assert [c.chunk for c in got] == [c.chunk for c in want], search_filter
+    np.testing.assert_allclose([c.score for c in got], [c.score for c in want], rtol=1e-5, atol=1e-6)
+    assert [c.dense_rank for c in got] == list(range(1, len(got) + 1))
+
+
+def test_random_writes_keep_the_mirror_equal_to_milvus(milvus_uri):
+    mirrored, reference = store(milvus_uri), store(milvus_uri, mirror_rows=0)
+    rng, vectors = random.Random(7), np.random.default_rng(7)
+    for step in range(12):
+        batch = list({c.chunk_id: c for c in (chunk(rng, f"c{rng.randrange(120)}") for _ in range(25))}.values())
+        if step % 3 == 2:
+            mirrored.bulk_insert(batch, vectors.standard_normal((len(batch), DIMENSION)).astype(np.float32))
+        else:
+            mirrored.upsert(batch, vectors.standard_normal((len(batch), DIMENSION)).astype(np.float32))
+        mirrored.delete_ids([f"c{rng.randrange(120)}" for _ in range(6)])
+        for search_filter in filters():
+            assert_same_hits(mirrored, reference, vectors.standard_normal(DIMENSION), search_filter)
+    mirror = mirrored._mirror
+    assert mirror.ready and len(mirror) == mirrored.count() > 0  # the searches above were the mirror's
+
+
+def test_every_store_of_the_collection_writes_through_one_mirror(milvus_uri):
+    """The indexer's and the retriever's registries each build a store of the same collection."""
+    writer, reader, reference = store(milvus_uri), store(milvus_uri), store(milvus_uri, mirror_rows=0)
+    rng, vectors = random.Random(1), np.random.default_rng(1)
+    first = [chunk(rng, f"c{i}") for i in range(30)]
+    writer.upsert(first, vectors.standard_normal((30, DIMENSION)).astype(np.float32))
+    query = vectors.standard_normal(DIMENSION)
+    everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
+    assert len(reader.search(query, everything, 100)) == 30  # built from the collection
+    writer.upsert([chunk(rng, "late", "written after the mirror was built")],
+                  vectors.standard_normal((1, DIMENSION)).astype(np.float32))
+    writer.delete_ids(["c0", "c1"])
+    hits = {c.chunk.chunk_id for c in reader.search(query, everything, 100)}
+    assert "late" in hits and not {"c0", "c1"} & hits and len(hits) == 29
+    assert reader._mirror is writer._mirror
+    assert_same_hits(reader, reference, query, everything, limit=100)
+
+
+def test_a_metadata_filter_is_answered_by_milvus(milvus_uri):
+    mirrored, reference = store(milvus_uri), store(milvus_uri, mirror_rows=0)
+    rng, vectors = random.Random(3), np.random.default_rng(3)
+    mirrored.upsert([chunk(rng, f"c{i}") for i in range(40)], vectors.standard_normal((40, DIMENSION)).astype(np.float32))
+    by_language = chunk_pb2.SearchFilter(namespaces=NAMESPACES, metadata={"lang": "zh"})
+    query = vectors.standard_normal(DIMENSION)
+    assert mirrored._search_mirror(query, by_language, 10) is None
+    hits = mirrored.search(query, by_language, 40)
+    assert hits and all(c.chunk.metadata["lang"] == "zh" for c in hits)
+    assert_same_hits(mirrored, reference, query, by_language, limit=40)
+
+
+def test_a_collection_over_the_row_limit_is_searched_in_milvus(milvus_uri):
+    mirrored, reference = store(milvus_uri, mirror_rows=25), store(milvus_uri, mirror_rows=0)
+    rng, vectors = random.Random(4), np.random.default_rng(4)
+    mirrored.upsert([chunk(rng, f"c{i}") for i in range(20)], vectors.standard_normal((20, DIMENSION)).astype(np.float32))
+    everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
+    query = vectors.standard_normal(DIMENSION)
+    assert mirrored._search_mirror(query, everything, 10) is not None
+    mirrored.upsert([chunk(rng, f"more{i}") for i in range(10)], vectors.standard_normal((10, DIMENSION)).astype(np.float32))
+    assert mirrored._mirror.oversized and len(mirrored._mirror) == 0  # its memory is given back
+    assert mirrored._search_mirror(query, everything, 10) is None
+    assert len(mirrored.search(query, everything, 100)) == 30
+    assert_same_hits(mirrored, reference, query, everything, limit=30)
+
+
+def test_a_write_failing_part_way_leaves_the_mirror_to_be_rebuilt(milvus_uri, monkeypatch):
+    mirrored, reference = store(milvus_uri), store(milvus_uri, mirror_rows=0)
+    rng, vectors = random.Random(5), np.random.default_rng(5)
+    everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
+    mirrored.upsert([chunk(rng, f"c{i}") for i in range(10)], vectors.standard_normal((10, DIMENSION)).astype(np.float32))
+    query = vectors.standard_normal(DIMENSION)
+    assert len(mirrored.search(query, everything, 100)) == 10
+    client, real_upsert, calls = mirrored._client, mirrored._client.upsert, []
+
+    def second_batch_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise ConnectionError("Milvus Lite went away mid-write")
+        return real_upsert(*args, **kwargs)
+
+    monkeypatch.setattr(client, "upsert", second_batch_fails)
+    big = [chunk(rng, f"big{i}") for i in range(UPSERT_BATCH + 5)]
+    with pytest.raises(ConnectionError, match="mid-write"):
+        mirrored.upsert(big, vectors.standard_normal((len(big), DIMENSION)).astype(np.float32))
+    monkeypatch.setattr(client, "upsert", real_upsert)
+    assert not mirrored._mirror.ready
+    # the first batch reached the collection: the rebuilt mirror has it, as Milvus does
+    assert len(mirrored.search(query, everything, 1000)) == 10 + UPSERT_BATCH
+    assert_same_hits(mirrored, reference, query, everything, limit=1000)
+
+
+def test_a_reopened_file_is_mirrored_from_what_it_holds(milvus_uri):
+    rng, vectors = random.Random(6), np.random.default_rng(6)
+    first = store(milvus_uri)
+    first.upsert([chunk(rng, f"c{i}") for i in range(15)], vectors.standard_normal((15, DIMENSION)).astype(np.float32))
+    everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
+    query = vectors.standard_normal(DIMENSION)
+    before = [c.chunk for c in first.search(query, everything, 100)]
+    close_clients()  # the file is let go: another process could write it now
+    assert not first._mirror.ready
+    again, reference = store(milvus_uri), store(milvus_uri, mirror_rows=0)
+    assert again._mirror is not first._mirror
+    assert [c.chunk for c in again.search(query, everything, 100)] == before
+    assert_same_hits(again, reference, query, everything, limit=100)
+
+
+def test_dropping_the_collection_empties_its_mirror(milvus_uri):
+    rng, vectors = random.Random(8), np.random.default_rng(8)
+    mirrored = store(milvus_uri)
+    mirrored.upsert([chunk(rng, f"c{i}") for i in range(5)], vectors.standard_normal((5, DIMENSION)).astype(np.float32))
+    everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
+    assert len(mirrored.search(vectors.standard_normal(DIMENSION), everything, 10)) == 5
+    mirrored.drop()
+    recreated = store(milvus_uri)
+    assert recreated.search(vectors.standard_normal(DIMENSION), everything, 10) == []
+
+
+def test_a_search_sees_a_write_whole_or_not_at_all(milvus_uri):
+    """Each write replaces all 30 chunks at once; concurrent searches must see one round's text, never a mix."""
+    mirrored = store(milvus_uri)
+    vectors = np.random.default_rng(9).standard_normal((30, DIMENSION)).astype(np.float32)
+    everything = chunk_pb2.SearchFilter(namespaces=["a"])
+
+    def round_(number):
+        return [chunk_pb2.KnowledgeChunk(chunk_id=f"c{i}", kb="kb", namespace="a", doc_id="d", content=f"round {number}")
+                for i in range(30)]
+
+    mirrored.upsert(round_(0), vectors)
+    seen, problems, stop = [], [], threading.Event()
+
+    def search():
+        while not stop.is_set():
+            hits = mirrored.search(vectors[0], everything, 100)
+            texts = {c.chunk.content for c in hits}
+            seen.append(len(hits))
+            if len(hits) != 30 or len(texts) != 1:
+                problems.append((len(hits), texts))
+
+    readers = [threading.Thread(target=search) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    for number in range(1, 25):
+        mirrored.upsert(round_(number), vectors)
+    stop.set()
+    for reader in readers:
+        reader.join()
+    assert seen and not problems

@@ -245,17 +245,20 @@ class Engines:
             wait_for_index(vector)
         return keyword_s, time.perf_counter() - started
 
-    def rss_mb(self, keyword) -> dict[str, float]:
+    def rss_mb(self, keyword, vector) -> dict[str, float]:
         if self.kind == "server":
             return {"keyword": process_tree_rss_mb(self._es.pid), "vector": process_tree_rss_mb(self._milvus.pid),
+                    "vector_mirror": 0.0,
                     "process": status_mb(os.getpid(), "VmRSS")}
         # SQLite runs inside this process (its page cache is the OS's): its share is the in-memory BM25
-        # index the store keeps; Milvus Lite is a child process
+        # index the store keeps; Milvus Lite is a child process, and the dense route's in-process vector
+        # mirror is counted apart
         children = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(os.getpid())], capture_output=True,
                                   text=True).stdout.splitlines()
         lite = [int(line.split()[0]) for line in children if "milvus" in line]
         return {"keyword": getattr(keyword, "index_bytes", lambda: float("nan"))() / 2**20,
                 "vector": sum(process_tree_rss_mb(pid) for pid in lite),
+                "vector_mirror": vector.mirror_bytes() / 2**20,
                 "process": status_mb(os.getpid(), "VmRSS")}
 
     def disk_mb(self) -> dict[str, float]:
@@ -425,7 +428,7 @@ def print_growth(rows: list[dict]) -> None:
                ("retrieve p50 ms", "retrieve_p50_ms"), ("retrieve p95 ms", "retrieve_p95_ms"),
                ("dense recall@10", "recall10"),
                ("keyword RSS MB", "keyword_rss_mb"), ("vector RSS MB", "vector_rss_mb"),
-               ("bench process RSS MB", "process_rss_mb"),
+               ("vector mirror MB", "vector_mirror_mb"), ("bench process RSS MB", "process_rss_mb"),
                ("keyword disk MB", "keyword_disk_mb"), ("vector disk MB", "vector_disk_mb")]
     header = f"{'metric':<26}" + "".join(f"{s:>12,}" for s in sizes) + f"{'exponent':>10}"
     print(header)
@@ -440,7 +443,7 @@ def print_growth(rows: list[dict]) -> None:
         print(f"per million chunks ({first['chunks']:,} -> {last['chunks']:,}): " + ", ".join(
             f"{name} {(last[key] - first[key]) * per_million:.0f} MB" for name, key in (
                 ("keyword RSS", "keyword_rss_mb"), ("vector RSS", "vector_rss_mb"),
-                ("keyword disk", "keyword_disk_mb"), ("vector disk", "vector_disk_mb"))))
+                ("vector mirror", "vector_mirror_mb"), ("keyword disk", "keyword_disk_mb"), ("vector disk", "vector_disk_mb"))))
         for key in ("dense_p95_ms", "retrieve_p95_ms", "bm25_p95_ms"):
             print(f"{key} at {sizes[-1]:,} / at {sizes[0]:,}: {rows[-1][key] / rows[0][key]:.2f}")
 
@@ -577,7 +580,7 @@ def main() -> None:
                 exact = exact_top(all_vectors[:size], query_vectors, [chunk_id(i) for i in range(size)], 10)
                 queries = measure_queries(engines, kb, keyword, vector, retriever, texts, query_vectors, exact,
                                           args.warmup)
-                rss, disk = engines.rss_mb(keyword), engines.disk_mb()
+                rss, disk = engines.rss_mb(keyword, vector), engines.disk_mb()
                 probe = (upsert_probe(engines, corpus, keyword, vector, writers, size - args.upsert_probe, size)
                          if args.upsert_probe else {})
                 row = {"kind": "size", "engines": args.engines, "chunks": size, "write_path": "bulk" if bulk else "upsert",
@@ -589,7 +592,7 @@ def main() -> None:
                        "retrieve_p50_ms": queries["retrieve"][0], "retrieve_p95_ms": queries["retrieve"][1],
                        "recall10": queries["recall10"],
                        "keyword_rss_mb": rss["keyword"], "vector_rss_mb": rss["vector"],
-                       "process_rss_mb": rss["process"],
+                       "vector_mirror_mb": rss["vector_mirror"], "process_rss_mb": rss["process"],
                        "keyword_disk_mb": disk["keyword"], "vector_disk_mb": disk["vector"], **probe}
                 record(row)
                 rows.append(row)

@@ -70,6 +70,8 @@ def test_bench_reports_every_size_and_exponent(tmp_path):
         assert row["keyword_disk_mb"] > 0 and row["vector_disk_mb"] > 0
         # the embedded keyword store's memory is its in-memory BM25 index, in this process
         assert 0 < row["keyword_rss_mb"] < row["process_rss_mb"]
+        # and the dense route's vector mirror, built by the first search: at least the rows' float32 vectors
+        assert row["chunks"] * 384 * 4 / 2**20 < row["vector_mirror_mb"] < row["process_rss_mb"]
     for metric in ("BM25 p95 ms", "dense p95 ms", "retrieve p95 ms", "vector disk MB"):
         line = next(line for line in run.stdout.splitlines() if line.startswith(metric))
         assert len(line.split()) == len(metric.split()) + 3  # two sizes and the exponent

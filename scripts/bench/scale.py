@@ -15,7 +15,10 @@ At every size it measures
   (query embedding by the KB's model, both routes, fusion), one query at a time;
 - recall@10 of the dense route against exact search (numpy over the same vectors);
 - resident memory of the engine processes (the embedded keyword store: the bytes of its in-memory BM25
-  index, which lives in this process), of the bench process, and their data on disk, and both per million chunks.
+  index, which lives in this process; the bytes of the dense route's in-process vector mirror apart), of the
+  bench process, and their data on disk, and both per million chunks.
+
+`--vector-mirror-rows 0` makes Milvus Lite answer the embedded dense route itself, as it does above the limit.
 
 The text comes from a seeded generator: words drawn from the word frequencies of the SciFact
 corpus (English) and of CMRC 2018 (Chinese, jieba words), whose rank/frequency curves are
@@ -205,9 +208,10 @@ def process_tree_rss_mb(pid: int) -> float:
 class Engines:
     """The two stores of one KB, where their data lives and which processes hold them."""
 
-    def __init__(self, kind: str, root: Path, index_yaml: str, es_heap: str = "2g"):
+    def __init__(self, kind: str, root: Path, index_yaml: str, es_heap: str = "2g",
+                 vector_mirror_rows: int = Settings.vector_mirror_rows):
         self.kind, self.root = kind, root
-        self.settings = Settings(data_dir=root / "data")
+        self.settings = Settings(data_dir=root / "data", vector_mirror_rows=vector_mirror_rows)
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         self._es = self._milvus = None
         if kind == "server":
@@ -500,6 +504,8 @@ def main() -> None:
                         help="after each size's measurements, write its last N chunks again (same content) through "
                              "the stores' own `upsert` and report that rate beside the step's")
     parser.add_argument("--es-heap", default="2g", help="Elasticsearch heap (server engines)")
+    parser.add_argument("--vector-mirror-rows", type=int, default=Settings.vector_mirror_rows,
+                        help="embedded engines: the dense route's in-process mirror row limit (0: Milvus Lite searches)")
     parser.add_argument("--search-sweep", action="store_true",
                         help="at the last size, recall and dense latency of the index as built over the search "
                              "knob's values (HNSW ef, IVF nprobe), without rebuilding it")
@@ -529,7 +535,7 @@ def main() -> None:
                 handle.write(json.dumps(row) + "\n")
 
     with tempfile.TemporaryDirectory(prefix="ragkb-scale-", dir=args.root) as root:
-        engines = Engines(args.engines, Path(root), args.index, args.es_heap)
+        engines = Engines(args.engines, Path(root), args.index, args.es_heap, args.vector_mirror_rows)
         retriever = Retriever(engines.settings)
         writers = ThreadPoolExecutor(2, thread_name_prefix="write")
         try:

@@ -110,22 +110,25 @@ def ranked_ids(scores: Mapping[str, float], top_k: int | None = None) -> list[st
 
 def fuse(routes: Mapping[str, Sequence[chunk_pb2.Candidate]], weights: Mapping[str, float], spec: FusionSpec, *,
          top_k: int | None = None) -> list[chunk_pb2.Candidate]:
-    """Fuse candidate lists keyed by route ("bm25", "dense", "sparse"); each fused candidate keeps its per-route ranks."""
+    """Fuse candidate lists keyed by route ("bm25", "dense", "sparse"); each fused candidate keeps its per-route ranks.
+
+    Only the `top_k` kept are built (each copies its chunk, the costly part)."""
     scores = fused_scores({route: [(c.chunk.chunk_id, c.score) for c in candidates]
                            for route, candidates in routes.items()}, weights, spec, from_unreturned=True)
-    merged: dict[str, chunk_pb2.Candidate] = {}
+    found: dict[str, list[tuple[str, int, chunk_pb2.Candidate]]] = {}
     for route, candidates in routes.items():
         for rank, candidate in enumerate(candidates, start=1):
-            chunk_id = candidate.chunk.chunk_id
-            target = merged.get(chunk_id)
-            if target is None:
-                target = merged[chunk_id] = chunk_pb2.Candidate(route=chunk_pb2.ROUTE_FUSED, score=scores[chunk_id])
-                target.chunk.CopyFrom(candidate.chunk)
+            found.setdefault(candidate.chunk.chunk_id, []).append((route, rank, candidate))
+    fused = []
+    for chunk_id in ranked_ids(scores, top_k):
+        target = chunk_pb2.Candidate(route=chunk_pb2.ROUTE_FUSED, score=scores[chunk_id])
+        for route, rank, candidate in found[chunk_id]:
             if route == "bm25":
                 target.bm25_rank, target.bm25_score = rank, candidate.score
             elif route == "dense":
                 target.dense_rank, target.dense_score = rank, candidate.score
             elif route == "sparse":
                 target.sparse_rank, target.sparse_score = rank, candidate.score
-    return [merged[chunk_id] for chunk_id in ranked_ids(scores, top_k)]
-
+        target.chunk.CopyFrom(found[chunk_id][0][2].chunk)  # the first route's copy, as before
+        fused.append(target)
+    return fused

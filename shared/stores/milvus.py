@@ -405,10 +405,15 @@ class MilvusVectorStore:
     def search(self, vector: np.ndarray, search_filter: chunk_pb2.SearchFilter, limit: int) -> list[chunk_pb2.Candidate]:
         found = self._search_mirror(vector, search_filter, limit)
         if found is not None:
-            hits = [(chunk_pb2.KnowledgeChunk.FromString(chunk), score) for chunk, score in found]
-        else:
-            hits = self._search("vector", np.asarray(vector, dtype=np.float32).tolist(),
-                                search_params_for(self._search_params, limit), search_filter, limit)
+            candidates = []
+            for rank, (chunk, score) in enumerate(found, start=1):
+                candidate = chunk_pb2.Candidate(score=score, route=chunk_pb2.ROUTE_DENSE, dense_rank=rank,
+                                                dense_score=score)
+                candidate.chunk.ParseFromString(chunk)  # in place: no chunk message to copy in
+                candidates.append(candidate)
+            return candidates
+        hits = self._search("vector", np.asarray(vector, dtype=np.float32).tolist(),
+                            search_params_for(self._search_params, limit), search_filter, limit)
         return [chunk_pb2.Candidate(chunk=chunk, score=score, route=chunk_pb2.ROUTE_DENSE, dense_rank=rank,
                                     dense_score=score) for rank, (chunk, score) in enumerate(hits, start=1)]
 

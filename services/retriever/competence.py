@@ -63,7 +63,7 @@ def top_z(candidates: Sequence[chunk_pb2.Candidate], depth: int = AGREEMENT_DEPT
 def hit_terms(text: str, analyzer: Analyzer) -> tuple[str, ...]:
     """A hit's distinct keyword terms after the keyword engines' own Porter stemming (a tuple: a third
     of a set's memory in the cache)."""
-    return tuple(dict.fromkeys(porter(analyze(text, analyzer))))
+    return tuple(dict.fromkeys(porter(dict.fromkeys(analyze(text, analyzer)))))  # each distinct word stemmed once
 
 
 class HitReads:

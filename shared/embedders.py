@@ -16,6 +16,7 @@ import os
 import re
 import threading
 import time
+import unicodedata
 from collections import OrderedDict, deque
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -76,30 +77,70 @@ def model_slug(model: str) -> str:
     return re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower()[:40]
 
 
+class WordPieceReading:
+    """Whether a WordPiece tokenizer with BERT's normalizer and pre-tokenizer can map any token of a text to
+    its unknown token, decided from the text's characters where that can be shown.
+
+    BERT's normalizer cleans, lower-cases and strips accents (and spaces out CJK characters); its
+    pre-tokenizer splits words at whitespace and punctuation, each punctuation mark a word of its own. When
+    every character of the normalized text is in the vocabulary as a piece, and every one that is not
+    punctuation as a continuation piece too, WordPiece can fall back to one piece a character, so only a
+    word longer than `max_input_chars_per_word` becomes the unknown token (a whitespace-separated run is at
+    least as long as every word in it). A text that holds an added token (`[UNK]` itself, `[MASK]`, ...) is
+    matched before all that and is never decided here."""
+
+    def __init__(self, tokenizer):
+        backend = tokenizer.backend_tokenizer
+        self._normalize = backend.normalizer.normalize_str if backend.normalizer is not None else (lambda t: t)
+        self._vocab = tokenizer.get_vocab()
+        self._prefix = backend.model.continuing_subword_prefix
+        self._max_chars = int(backend.model.max_input_chars_per_word)
+        self._added = tuple(token.lower() for token in tokenizer.get_added_vocab())
+        self._safe: dict[str, bool] = {}  # per normalized character: can it be read without the unknown token
+        # plain ASCII (printable, \t \n \r) skips the normalizer, most of the cost, when it reads it as
+        # str.lower() does (a character at a time, as it works on ASCII) and every character is safe: then its
+        # words are the runs of letters and digits
+        self._plain_ascii = all(self._normalize(chr(code)) == chr(code).lower() and self._is_safe(chr(code).lower())
+                                for code in range(0x21, 0x7f)) \
+            and all(self._normalize(space) == " " for space in " \t\n\r")
+
+    @classmethod
+    def of(cls, tokenizer) -> WordPieceReading | None:
+        """None for any other kind of tokenizer (SentencePiece, byte-level BPE, ...)."""
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        model = getattr(backend, "model", None)
+        if type(model).__name__ != "WordPiece" or type(backend.pre_tokenizer).__name__ != "BertPreTokenizer":
+            return None
+        return cls(tokenizer)
+
+    def cannot_be_unknown(self, text: str) -> bool:
+        """True when no token of `text` can be the unknown token; False when only tokenizing can tell."""
+        lowered = text.lower()
+        if any(token in lowered for token in self._added):
+            return False
+        if self._plain_ascii and _PLAIN_ASCII.fullmatch(text):
+            return max(map(len, _ASCII_WORD.findall(text)), default=0) <= self._max_chars
+        normalized = self._normalize(text)
+        if max(map(len, normalized.split(" ")), default=0) > self._max_chars:
+            return False
+        return all(map(self._is_safe, set(normalized)))
+
+    def _is_safe(self, char: str) -> bool:
+        safe = self._safe.get(char)
+        if safe is None:
+            safe = self._safe[char] = char == " " or (not char.isspace() and char in self._vocab and (
+                self._prefix + char in self._vocab or _bert_punctuation(char)))
+        return safe
+
+
 _PLAIN_ASCII = re.compile(r"[\x20-\x7e\t\n\r]*")
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 
 
-def ascii_word_limit(tokenizer) -> int:
-    """The longest word a WordPiece tokenizer reads without an unknown token in any printable-ASCII text; 0
-    when that cannot be shown from the tokenizer's parts.
-
-    With BERT's pre-tokenizer every ASCII punctuation mark is a word of its own and words are runs of
-    letters and digits; when the vocabulary holds every printable character (after the normalizer) and
-    every letter and digit as a continuation piece, WordPiece can always fall back to one piece a
-    character, so only a word longer than `max_input_chars_per_word` becomes the unknown token."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    model = getattr(backend, "model", None)
-    if type(model).__name__ != "WordPiece" or type(backend.pre_tokenizer).__name__ != "BertPreTokenizer":
-        return 0
-    vocab = tokenizer.get_vocab()
-    normalize = backend.normalizer.normalize_str if backend.normalizer is not None else (lambda text: text)
-    prefix = model.continuing_subword_prefix
-    for code in range(0x21, 0x7f):
-        piece = normalize(chr(code))
-        if piece not in vocab or (chr(code).isalnum() and prefix + piece not in vocab):
-            return 0
-    return int(model.max_input_chars_per_word)
+def _bert_punctuation(char: str) -> bool:
+    """A character BERT's pre-tokenizer makes a word of its own: ASCII punctuation or Unicode's P* categories."""
+    return (char.isascii() and char.isprintable() and not char.isalnum() and char != " ") \
+        or unicodedata.category(char).startswith("P")
 
 
 class _TokenizerReads:
@@ -107,21 +148,20 @@ class _TokenizerReads:
 
     _model: object
     _lock: threading.Lock
-    _ascii_words: int | None = None  # ascii_word_limit of the tokenizer, found on first use
+    _reading: WordPieceReading | None | bool = False  # WordPieceReading.of the tokenizer, found on first use
 
     def count_tokens(self, text: str) -> int:
         with self._lock:  # a fast tokenizer used from two threads raises "Already borrowed"
             return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
 
     def unknown_token_share(self, text: str) -> float:
-        # plain ASCII without over-long words cannot hold an unknown token (ascii_word_limit): 0 without
-        # tokenizing, which is most of what route competence spends on English text
-        if _PLAIN_ASCII.fullmatch(text):
-            if self._ascii_words is None:
-                with self._lock:
-                    self._ascii_words = ascii_word_limit(self._model.tokenizer)
-            if self._ascii_words and max(map(len, _ASCII_WORD.findall(text)), default=0) <= self._ascii_words:
-                return 0.0
+        # a text whose characters the vocabulary covers, piece and continuation, cannot hold an unknown
+        # token (WordPieceReading): 0 without tokenizing, which is most of what route competence spends
+        if self._reading is False:
+            with self._lock:
+                self._reading = WordPieceReading.of(self._model.tokenizer)
+        if self._reading is not None and self._reading.cannot_be_unknown(text):
+            return 0.0
         with self._lock:
             tokenizer = self._model.tokenizer
             ids = tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"]

@@ -143,28 +143,40 @@ def test_remembered_stems_are_the_stemmers_own():
     assert porter(words) == expected and porter(words) == expected
 
 
-def test_plain_ascii_shortcut_gives_what_the_tokenizer_gives(embedder):
+def test_character_shortcut_gives_what_the_tokenizer_gives(embedder):
     import json
     import random
     from pathlib import Path
 
-    from shared.embedders import ascii_word_limit, unknown_share
+    from shared.embedders import WordPieceReading, unknown_share
 
     tokenizer = embedder._model.tokenizer
-    assert ascii_word_limit(tokenizer) == 100  # all-MiniLM-L6-v2: WordPiece, BERT pre-tokenizer, full ASCII vocab
+    reading = WordPieceReading.of(tokenizer)
+    assert reading is not None and reading._plain_ascii  # all-MiniLM-L6-v2: WordPiece, BERT pre-tokenizer
 
     def tokenized(text):
         return unknown_share(tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"],
                              tokenizer.unk_token_id)
 
     rng = random.Random(7)
-    alphabet = [chr(c) for c in range(0x20, 0x7f)] + ["\t", "\n", "\r"]
+    ascii_chars = [chr(c) for c in range(0x20, 0x7f)] + ["\t", "\n", "\r"]
+    # Latin-1 and Latin Extended letters (accents stripped), Greek, general punctuation and symbols, CJK,
+    # and the whitespace and control characters the normalizer maps, drops or keeps
+    other_chars = [chr(c) for c in [*range(0xa0, 0x250), *range(0x370, 0x3ff), *range(0x2000, 0x2070),
+                                    *range(0x4e00, 0x4e40), 0x2028, 0x3000, 0xfeff, 0x200b, 0x85, 0x1c, 0x0b, 0x7f]]
     texts = ["", "   ", ENGLISH, "x" * 100, "x" * 101, "a" * 150 + " ok", "ATP-binding cassette (ABC) 5'-UTR ~3%",
-             "caf\u00e9", CHINESE] + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 300)))
-                                      for _ in range(300)]
+             "caf\u00e9", "\u00e9" * 100, "\u00e9" * 101, "na\u00efve \u2013 \u2018quoted\u2019 \u03b1-\u03b2 \u00b1 2",
+             "ab\x0bcd", "x" * 60 + "\x0b" + "x" * 60, CHINESE,
+             "a [UNK] b", "see [MASK] here", "[unk]"]
+    texts += ["".join(rng.choice(ascii_chars) for _ in range(rng.randint(1, 300))) for _ in range(300)]
+    texts += ["".join(rng.choice(ascii_chars + other_chars) for _ in range(rng.randint(1, 300))) for _ in range(600)]
     corpus = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact" / "corpus.jsonl"
-    if corpus.is_file():  # the shared SciFact abstracts, when present
+    if corpus.is_file():  # the shared SciFact abstracts, when present (a quarter hold non-ASCII characters)
         with open(corpus, encoding="utf-8") as handle:
             texts += [(lambda d: f"{d['title']}\n{d['text']}"[:2000])(json.loads(line)) for line in handle][:1500]
     assert [embedder.unknown_token_share(t) for t in texts] == [tokenized(t) for t in texts]
+    decided = [t for t in texts if reading.cannot_be_unknown(t)]
+    assert all(tokenized(t) == 0.0 for t in decided)
+    assert any(not t.isascii() for t in decided)  # accented Latin, Greek and typographic punctuation are read too
+    assert not reading.cannot_be_unknown("a [UNK] b") and embedder.unknown_token_share("a [UNK] b") == 1 / 3
     assert embedder.unknown_token_share("x" * 101) == 1.0  # an over-long word still counts

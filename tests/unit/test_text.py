@@ -11,6 +11,25 @@ def test_analyze_lowercases_latin_and_segments_chinese():
     assert "遥测" in tokens and "数据" in tokens and "30" in tokens
 
 
+def test_ascii_text_is_analyzed_as_any_text():
+    """ASCII text takes a regex of its own; it must give what the general path gives."""
+    import random
+    import unicodedata
+
+    from shared import text
+
+    def general(value):  # the path every other text takes (no CJK run can occur in ASCII)
+        return [m.group(0) for m in text._TOKEN.finditer(unicodedata.normalize("NFKC", value).lower())]
+
+    rng = random.Random(11)
+    samples = ["Don't stop: 3.14, e.g. U.S.A.'s 5'-UTR... x_y__z", "a..b ''c'' d.e.f. 1.2.3 ver.2", ""]
+    samples += ["".join(rng.choice([chr(c) for c in range(128)]) for _ in range(rng.randint(1, 200)))
+                for _ in range(2000)]
+    samples += ["".join(rng.choice("ab1.'_ -") for _ in range(rng.randint(1, 40))) for _ in range(2000)]
+    for sample in samples:
+        assert analyze(sample) == general(sample), sample
+
+
 def test_char_analyzer_splits_cjk_into_characters():
     assert analyze("载重", "char") == ["载", "重"]
 

@@ -108,7 +108,10 @@ class Retriever:
             return vector.search_sparse(embedder.sparse_query(query), search_filter, dense_depth), _ms(started)
 
         embedded: list = []  # the dense route's query vector
-        submitted = {"bm25": self._pool.submit(bm25_route), "dense": self._pool.submit(dense_route)}
+        # the dense route first: it waits for the model thread almost at once, and a BM25 route started
+        # before it would hold the GIL while the embedding is still to be handed over
+        dense = self._pool.submit(dense_route)
+        submitted = {"bm25": self._pool.submit(bm25_route), "dense": dense}
         if getattr(embedder, "sparse", False):  # bge-m3: its lexical weights are a third route
             submitted["sparse"] = self._pool.submit(sparse_route)
         deadline = time.monotonic() + config.route_timeout_s

@@ -56,7 +56,7 @@ VISIBILITY_POLL_S = 0.05
 # rows per upsert request, and per insert request of `bulk_insert` (384-d vectors: ~1.5 KB a row plus payload)
 UPSERT_BATCH = 256
 BULK_INSERT_BATCH = 2000
-MIRROR_BUILD_BATCH = 2000  # rows per page when a vector mirror is built from its collection
+MIRROR_BUILD_BATCH = 256  # rows per page when a vector mirror is built from its collection (see _build_mirror)
 
 
 def milvus_client(uri: str):
@@ -419,48 +419,78 @@ class MilvusVectorStore:
 
     def _search_mirror(self, vector: np.ndarray, search_filter: chunk_pb2.SearchFilter,
                        limit: int) -> list[tuple[bytes, float]] | None:
-        """The mirror's hits; None when Milvus must answer (no mirror, too many rows, a metadata filter)."""
+        """The mirror's hits; None when Milvus must answer (no mirror, too many rows, a metadata filter, or
+        the mirror not built yet: this search starts its build)."""
         mirror = self._mirror
         if mirror is None or mirror.oversized or search_filter.metadata:
             return None
         self._check_acl(search_filter)
         namespaces = require_namespaces(search_filter)
-        with mirror.lock:
-            if not mirror.ready:
+        if mirror.ready:  # read without its lock, which a build holds throughout
+            found = mirror.search(vector, namespaces=namespaces, doc_ids=list(search_filter.doc_ids),
+                                  block_types=[int(b) for b in search_filter.block_types],
+                                  acl_groups=acl_clause_groups(search_filter), limit=limit)
+            if found is not None:
+                return found
+        self._start_mirror_build(mirror)
+        return None
+
+    def await_mirror(self, timeout_s: float = 300.0) -> bool:
+        """Build the mirror now if it is not built and wait for it (benchmarks, warm-ups); False without one
+        (none, over its row limit) or when `timeout_s` ran out. Searches never wait for it."""
+        mirror = self._mirror
+        deadline = time.monotonic() + timeout_s
+        while mirror is not None and not mirror.ready and not mirror.oversized and time.monotonic() < deadline:
+            if mirror.claim_build():
                 self._build_mirror(mirror)
-            if mirror.oversized:
-                return None
-        return mirror.search(vector, namespaces=namespaces, doc_ids=list(search_filter.doc_ids),
-                             block_types=[int(b) for b in search_filter.block_types],
-                             acl_groups=acl_clause_groups(search_filter), limit=limit)
+            elif mirror.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                mirror.lock.release()  # a build under way held it until done
+        return mirror is not None and mirror.ready
+
+    def _start_mirror_build(self, mirror: VectorMirror) -> None:
+        if mirror.claim_build():
+            threading.Thread(target=self._build_mirror, args=(mirror,), name=f"mirror-{self.collection}",
+                             daemon=True).start()
 
     def _build_mirror(self, mirror: VectorMirror) -> None:
-        """Fill the mirror with every row of the collection (the caller holds its lock, so no write lands
-        half-way through)."""
+        """Fill the mirror with every row of the collection (the caller claimed the build). It holds the mirror's
+        lock throughout, so no write of this process lands half-way; searches go to Milvus meanwhile. Small
+        pages: Milvus Lite 2.5.1 returns vectors ~40 x slower a row in pages of 2,000 than of 256."""
         fields = ["id", "vector", "namespace", "doc_id", "block_type", "payload", *(["acl"] if self._has_acl else [])]
-        mirror.start_build()
-        if not self.count():
-            return  # and Milvus Lite 2.5.1 fails a query for vectors of an empty collection dropped once before
         started = time.perf_counter()
         try:
-            with self._lock:
-                iterator = self._client.query_iterator(self.collection, batch_size=MIRROR_BUILD_BATCH,
-                                                       output_fields=fields, timeout=self._timeout)
-                try:
-                    while mirror.ready and (batch := iterator.next()):
-                        mirror.apply([MirrorRow(row["id"], np.asarray(row["vector"], np.float32), row["namespace"],
-                                                row["doc_id"], int(row["block_type"]),
-                                                tuple(g for g in row.get("acl", "").split("|") if g),
-                                                chunk_from_payload(row["payload"]).SerializeToString())
-                                      for row in batch])
-                finally:
-                    iterator.close()
-        except BaseException:
+            with mirror.lock:
+                mirror.start_build()
+                # and Milvus Lite 2.5.1 fails a query for vectors of an empty collection dropped once before
+                if self.count():
+                    self._fill_mirror(mirror, fields)
+                mirror.finish_build()
+        except Exception:
+            logger.warning("vector mirror of %s not built; Milvus Lite answers its searches", self.collection,
+                           exc_info=True)
             mirror.invalidate()
-            raise
+        finally:
+            mirror.end_build()
         if mirror.ready:
             logger.info("vector mirror of %s: %d rows, %.1f MiB, built in %.1f s", self.collection, len(mirror),
                         mirror.nbytes() / 2**20, time.perf_counter() - started)
+
+    def _fill_mirror(self, mirror: VectorMirror, fields: list[str]) -> None:
+        with self._lock:
+            iterator = self._client.query_iterator(self.collection, batch_size=MIRROR_BUILD_BATCH,
+                                                   output_fields=fields, timeout=self._timeout)
+        try:
+            while mirror.filling:
+                with self._lock:  # a page at a time: searches answered by Milvus meanwhile go in between
+                    batch = iterator.next()
+                if not batch:
+                    break
+                mirror.apply([MirrorRow(row["id"], np.asarray(row["vector"], np.float32), row["namespace"],
+                                        row["doc_id"], int(row["block_type"]),
+                                        tuple(g for g in row.get("acl", "").split("|") if g),
+                                        chunk_from_payload(row["payload"]).SerializeToString()) for row in batch])
+        finally:
+            iterator.close()
 
     def mirror_bytes(self) -> int:
         """Bytes the collection's in-process vector mirror holds (0 without one, or before its first search)."""

@@ -10,9 +10,10 @@ answers a search with one matrix-vector product: 0.4 ms for those rows.
 Consistency: Milvus Lite allows one process per data directory, so every write to the file is a
 call of a `MilvusVectorStore` of this process. The stores of one collection share one mirror
 (`mirror_for`) and apply each write to it under the mirror's lock right after Milvus accepted
-it, so a search sees a write whole or not at all. The mirror is built from the collection on
-the first search that needs it; a write that fails part-way leaves it unbuilt, and the next
-search rebuilds it. A search with a metadata filter goes to Milvus (the mirror keeps no
+it, so a search sees a write whole or not at all. The first search that finds the mirror unbuilt
+starts its build from the collection in a thread of its own (writes wait for it, searches do
+not: Milvus Lite answers them until it is done; ~9 s for 100k rows); a write that fails part-way
+leaves it unbuilt, and the next search starts the build again. A search with a metadata filter goes to Milvus (the mirror keeps no
 metadata), and so does every search of a collection with more rows than the operator's
 `vector_mirror_rows`.
 """
@@ -61,10 +62,12 @@ class VectorMirror:
         self.dimension = dimension
         self.max_rows = max_rows
         self.oversized = False  # more rows than max_rows: searches go to Milvus until the process restarts
+        self._build_claim = threading.Lock()  # held by the one thread building the mirror
         self._clear()
 
     def _clear(self) -> None:
-        self.ready = False
+        self.ready = False  # built: searches may use it
+        self._filling = False  # being built: writes are applied
         self._slots: dict[str, int] = {}
         self._size = 0
         self._dead = 0
@@ -86,16 +89,31 @@ class VectorMirror:
         with self.lock:
             self._clear()
 
+    def claim_build(self) -> bool:
+        """True for the one caller that is to build the mirror now (it calls `end_build` when done)."""
+        return not self.ready and not self.oversized and self._build_claim.acquire(blocking=False)
+
+    def end_build(self) -> None:
+        self._build_claim.release()
+
     def start_build(self) -> None:
-        """Empty and ready, for `apply` to fill from the collection's rows."""
+        """Empty, for `apply` to fill from the collection's rows; `finish_build` makes it searchable."""
         with self.lock:
             self._clear()
-            self.ready = not self.oversized
+            self._filling = not self.oversized
+
+    def finish_build(self) -> None:
+        with self.lock:
+            self.ready, self._filling = self._filling, False
+
+    @property
+    def filling(self) -> bool:
+        return self._filling
 
     def apply(self, rows: Sequence[MirrorRow]) -> None:
         """Rows written (inserted or replacing the row of the same id)."""
         with self.lock:
-            if not self.ready or not rows:
+            if not (self.ready or self._filling) or not rows:
                 return
             self._kill([row.chunk_id for row in rows])
             if len(self._slots) + len(rows) > self.max_rows:
@@ -123,7 +141,7 @@ class VectorMirror:
 
     def remove(self, chunk_ids: Iterable[str]) -> None:
         with self.lock:
-            if self.ready:
+            if self.ready or self._filling:
                 self._kill(chunk_ids)
                 if self._dead > max(COMPACT_AFTER, len(self._slots)):
                     self._compact()
@@ -173,12 +191,15 @@ class VectorMirror:
 
     def search(self, vector: np.ndarray, *, namespaces: Sequence[str], doc_ids: Sequence[str] = (),
                block_types: Sequence[int] = (), acl_groups: Sequence[str] | None = None,
-               limit: int) -> list[tuple[bytes, float]]:
-        """(serialized chunk, score) of the best `limit` rows the filter lets through, best first.
+               limit: int) -> list[tuple[bytes, float]] | None:
+        """(serialized chunk, score) of the best `limit` rows the filter lets through, best first; None when
+        the mirror is not built (the collection must answer).
 
         `acl_groups` None: no ACL filter; otherwise public rows and rows one of the groups may read.
         """
         with self.lock:
+            if not self.ready:
+                return None
             size = self._size
             mask = self._alive[:size] & np.isin(self._namespace[:size], _codes(self._namespace_codes, namespaces))
             if doc_ids:

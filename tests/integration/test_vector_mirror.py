@@ -68,6 +68,8 @@ def test_random_writes_keep_the_mirror_equal_to_milvus(milvus_uri):
             mirrored.bulk_insert(batch, vectors.standard_normal((len(batch), DIMENSION)).astype(np.float32))
         else:
             mirrored.upsert(batch, vectors.standard_normal((len(batch), DIMENSION)).astype(np.float32))
+        if step == 0:
+            assert mirrored.await_mirror()
         mirrored.delete_ids([f"c{rng.randrange(120)}" for _ in range(6)])
         for search_filter in filters():
             assert_same_hits(mirrored, reference, vectors.standard_normal(DIMENSION), search_filter)
@@ -83,7 +85,8 @@ def test_every_store_of_the_collection_writes_through_one_mirror(milvus_uri):
     writer.upsert(first, vectors.standard_normal((30, DIMENSION)).astype(np.float32))
     query = vectors.standard_normal(DIMENSION)
     everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
-    assert len(reader.search(query, everything, 100)) == 30  # built from the collection
+    assert reader.await_mirror() and writer._mirror.ready  # built from the collection
+    assert len(reader.search(query, everything, 100)) == 30
     writer.upsert([chunk(rng, "late", "written after the mirror was built")],
                   vectors.standard_normal((1, DIMENSION)).astype(np.float32))
     writer.delete_ids(["c0", "c1"])
@@ -111,10 +114,10 @@ def test_a_collection_over_the_row_limit_is_searched_in_milvus(milvus_uri):
     mirrored.upsert([chunk(rng, f"c{i}") for i in range(20)], vectors.standard_normal((20, DIMENSION)).astype(np.float32))
     everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
     query = vectors.standard_normal(DIMENSION)
-    assert mirrored._search_mirror(query, everything, 10) is not None
+    assert mirrored.await_mirror() and mirrored._search_mirror(query, everything, 10) is not None
     mirrored.upsert([chunk(rng, f"more{i}") for i in range(10)], vectors.standard_normal((10, DIMENSION)).astype(np.float32))
     assert mirrored._mirror.oversized and len(mirrored._mirror) == 0  # its memory is given back
-    assert mirrored._search_mirror(query, everything, 10) is None
+    assert mirrored._search_mirror(query, everything, 10) is None and not mirrored.await_mirror()
     assert len(mirrored.search(query, everything, 100)) == 30
     assert_same_hits(mirrored, reference, query, everything, limit=30)
 
@@ -125,7 +128,7 @@ def test_a_write_failing_part_way_leaves_the_mirror_to_be_rebuilt(milvus_uri, mo
     everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
     mirrored.upsert([chunk(rng, f"c{i}") for i in range(10)], vectors.standard_normal((10, DIMENSION)).astype(np.float32))
     query = vectors.standard_normal(DIMENSION)
-    assert len(mirrored.search(query, everything, 100)) == 10
+    assert mirrored.await_mirror() and len(mirrored.search(query, everything, 100)) == 10
     client, real_upsert, calls = mirrored._client, mirrored._client.upsert, []
 
     def second_batch_fails(*args, **kwargs):
@@ -140,8 +143,9 @@ def test_a_write_failing_part_way_leaves_the_mirror_to_be_rebuilt(milvus_uri, mo
         mirrored.upsert(big, vectors.standard_normal((len(big), DIMENSION)).astype(np.float32))
     monkeypatch.setattr(client, "upsert", real_upsert)
     assert not mirrored._mirror.ready
-    # the first batch reached the collection: the rebuilt mirror has it, as Milvus does
+    # the first batch reached the collection: Milvus has it, and so has the rebuilt mirror
     assert len(mirrored.search(query, everything, 1000)) == 10 + UPSERT_BATCH
+    assert mirrored.await_mirror() and len(mirrored.search(query, everything, 1000)) == 10 + UPSERT_BATCH
     assert_same_hits(mirrored, reference, query, everything, limit=1000)
 
 
@@ -151,11 +155,12 @@ def test_a_reopened_file_is_mirrored_from_what_it_holds(milvus_uri):
     first.upsert([chunk(rng, f"c{i}") for i in range(15)], vectors.standard_normal((15, DIMENSION)).astype(np.float32))
     everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
     query = vectors.standard_normal(DIMENSION)
+    assert first.await_mirror()
     before = [c.chunk for c in first.search(query, everything, 100)]
     close_clients()  # the file is let go: another process could write it now
     assert not first._mirror.ready
     again, reference = store(milvus_uri), store(milvus_uri, mirror_rows=0)
-    assert again._mirror is not first._mirror
+    assert again._mirror is not first._mirror and again.await_mirror()
     assert [c.chunk for c in again.search(query, everything, 100)] == before
     assert_same_hits(again, reference, query, everything, limit=100)
 
@@ -165,10 +170,10 @@ def test_dropping_the_collection_empties_its_mirror(milvus_uri):
     mirrored = store(milvus_uri)
     mirrored.upsert([chunk(rng, f"c{i}") for i in range(5)], vectors.standard_normal((5, DIMENSION)).astype(np.float32))
     everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
-    assert len(mirrored.search(vectors.standard_normal(DIMENSION), everything, 10)) == 5
+    assert mirrored.await_mirror() and len(mirrored.search(vectors.standard_normal(DIMENSION), everything, 10)) == 5
     mirrored.drop()
     recreated = store(milvus_uri)
-    assert recreated.search(vectors.standard_normal(DIMENSION), everything, 10) == []
+    assert recreated.await_mirror() and recreated.search(vectors.standard_normal(DIMENSION), everything, 10) == []
 
 
 def test_a_search_sees_a_write_whole_or_not_at_all(milvus_uri):
@@ -182,6 +187,7 @@ def test_a_search_sees_a_write_whole_or_not_at_all(milvus_uri):
                 for i in range(30)]
 
     mirrored.upsert(round_(0), vectors)
+    assert mirrored.await_mirror()
     seen, problems, stop = [], [], threading.Event()
 
     def search():
@@ -201,3 +207,23 @@ def test_a_search_sees_a_write_whole_or_not_at_all(milvus_uri):
     for reader in readers:
         reader.join()
     assert seen and not problems
+
+
+def test_searches_do_not_wait_for_the_build(milvus_uri, monkeypatch):
+    """The first search starts the build in a thread of its own; until it is done, Milvus answers."""
+    mirrored, reference = store(milvus_uri), store(milvus_uri, mirror_rows=0)
+    rng, vectors = random.Random(10), np.random.default_rng(10)
+    mirrored.upsert([chunk(rng, f"c{i}") for i in range(40)], vectors.standard_normal((40, DIMENSION)).astype(np.float32))
+    mirror, release = mirrored._mirror, threading.Event()
+    real_apply = mirror.apply
+    # the build's pages wait until released (between its page reads, as a long build does)
+    monkeypatch.setattr(mirror, "apply", lambda rows: (release.wait(30), real_apply(rows))[1])
+    everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
+    query = vectors.standard_normal(DIMENSION)
+    for _ in range(3):  # each answered by Milvus while the build waits
+        assert_same_hits(mirrored, reference, query, everything, limit=40)
+    assert not mirror.ready and mirror.filling
+    release.set()
+    assert mirrored.await_mirror(timeout_s=30)
+    assert mirrored._search_mirror(query, everything, 40) is not None
+    assert_same_hits(mirrored, reference, query, everything, limit=40)

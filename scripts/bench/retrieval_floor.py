@@ -82,6 +82,7 @@ def build_kb(settings: Settings, corpus: dict[str, tuple[str, str]]):
         keyword.upsert(chunks[start:start + 500])
         vector.upsert(chunks[start:start + 500], vectors[start:start + 500])
     vector.await_visible([c.chunk_id for c in chunks])
+    vector.await_mirror()  # the dense route's in-process mirror, built before the first measured query
     return kb, chunks, time.perf_counter() - started
 
 

@@ -584,6 +584,7 @@ def main() -> None:
                 step = size - built
                 built = size
                 exact = exact_top(all_vectors[:size], query_vectors, [chunk_id(i) for i in range(size)], 10)
+                vector.await_mirror()  # embedded: built once (the first size), then kept in step by the writes
                 queries = measure_queries(engines, kb, keyword, vector, retriever, texts, query_vectors, exact,
                                           args.warmup)
                 rss, disk = engines.rss_mb(keyword, vector), engines.disk_mb()

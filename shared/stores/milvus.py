@@ -57,6 +57,9 @@ VISIBILITY_POLL_S = 0.05
 UPSERT_BATCH = 256
 BULK_INSERT_BATCH = 2000
 MIRROR_BUILD_BATCH = 256  # rows per page when a vector mirror is built from its collection (see _build_mirror)
+# a search waits for the mirror's build of a collection of up to this many rows (about 1 s), so a small KB's
+# answers never depend on whether the build was done; a larger one is built in the background
+MIRROR_BUILD_WAIT_ROWS = 10_000
 
 
 def milvus_client(uri: str):
@@ -419,33 +422,39 @@ class MilvusVectorStore:
 
     def _search_mirror(self, vector: np.ndarray, search_filter: chunk_pb2.SearchFilter,
                        limit: int) -> list[tuple[bytes, float]] | None:
-        """The mirror's hits; None when Milvus must answer (no mirror, too many rows, a metadata filter, or
-        the mirror not built yet: this search starts its build)."""
+        """The mirror's hits; None when Milvus must answer (no mirror, too many rows, a metadata filter, or a
+        large collection's mirror not built yet: this search starts its build)."""
         mirror = self._mirror
         if mirror is None or mirror.oversized or search_filter.metadata:
             return None
         self._check_acl(search_filter)
         namespaces = require_namespaces(search_filter)
-        if mirror.ready:  # read without its lock, which a build holds throughout
-            found = mirror.search(vector, namespaces=namespaces, doc_ids=list(search_filter.doc_ids),
-                                  block_types=[int(b) for b in search_filter.block_types],
-                                  acl_groups=acl_clause_groups(search_filter), limit=limit)
-            if found is not None:
-                return found
-        self._start_mirror_build(mirror)
-        return None
+        if not mirror.ready:  # read without its lock, which a build holds throughout
+            if self.count() > MIRROR_BUILD_WAIT_ROWS:
+                self._start_mirror_build(mirror)
+                return None
+            if not self.await_mirror():
+                return None
+        return mirror.search(vector, namespaces=namespaces, doc_ids=list(search_filter.doc_ids),
+                             block_types=[int(b) for b in search_filter.block_types],
+                             acl_groups=acl_clause_groups(search_filter), limit=limit)
 
     def await_mirror(self, timeout_s: float = 300.0) -> bool:
-        """Build the mirror now if it is not built and wait for it (benchmarks, warm-ups); False without one
-        (none, over its row limit) or when `timeout_s` ran out. Searches never wait for it."""
+        """Build the mirror now if it is not built, or wait for the build under way; False without one (none,
+        over its row limit), when the build failed or `timeout_s` ran out."""
         mirror = self._mirror
+        if mirror is None:
+            return False
         deadline = time.monotonic() + timeout_s
-        while mirror is not None and not mirror.ready and not mirror.oversized and time.monotonic() < deadline:
+        while not mirror.ready and not mirror.oversized:
             if mirror.claim_build():
                 self._build_mirror(mirror)
-            elif mirror.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                mirror.lock.release()  # a build under way held it until done
-        return mirror is not None and mirror.ready
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not mirror.lock.acquire(timeout=remaining):
+                break
+            mirror.lock.release()  # a build under way held it until done
+        return mirror.ready
 
     def _start_mirror_build(self, mirror: VectorMirror) -> None:
         if mirror.claim_build():

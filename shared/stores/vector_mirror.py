@@ -11,9 +11,10 @@ Consistency: Milvus Lite allows one process per data directory, so every write t
 call of a `MilvusVectorStore` of this process. The stores of one collection share one mirror
 (`mirror_for`) and apply each write to it under the mirror's lock right after Milvus accepted
 it, so a search sees a write whole or not at all. The first search that finds the mirror unbuilt
-starts its build from the collection in a thread of its own (writes wait for it, searches do
-not: Milvus Lite answers them until it is done; 9 s for 100k rows); a write that fails part-way
-leaves it unbuilt, and the next search starts the build again. A search with a metadata filter
+builds it from the collection: a small collection (`milvus.MIRROR_BUILD_WAIT_ROWS`) while it
+waits, a larger one in a thread of its own, Milvus Lite answering searches until it is done (9 s
+for 100k rows; writes wait for it). A write that fails part-way leaves the mirror unbuilt, and the
+next search builds it again. A search with a metadata filter
 goes to Milvus (the mirror keeps no metadata), and so does every search of a collection with more
 rows than the operator's `vector_mirror_rows`.
 """

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from shared.contracts import chunk_pb2
+from shared.stores import milvus
 from shared.stores.milvus import UPSERT_BATCH, MilvusVectorStore, close_clients
 
 pytestmark = pytest.mark.integration
@@ -209,8 +210,20 @@ def test_a_search_sees_a_write_whole_or_not_at_all(milvus_uri):
     assert seen and not problems
 
 
-def test_searches_do_not_wait_for_the_build(milvus_uri, monkeypatch):
+def test_a_small_collection_is_mirrored_by_the_first_search(milvus_uri):
+    mirrored, reference = store(milvus_uri), store(milvus_uri, mirror_rows=0)
+    rng, vectors = random.Random(11), np.random.default_rng(11)
+    mirrored.upsert([chunk(rng, f"c{i}") for i in range(30)], vectors.standard_normal((30, DIMENSION)).astype(np.float32))
+    everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
+    query = vectors.standard_normal(DIMENSION)
+    assert not mirrored._mirror.ready
+    assert mirrored._search_mirror(query, everything, 30) is not None and mirrored._mirror.ready
+    assert_same_hits(mirrored, reference, query, everything, limit=30)
+
+
+def test_searches_do_not_wait_for_a_large_collection_s_build(milvus_uri, monkeypatch):
     """The first search starts the build in a thread of its own; until it is done, Milvus answers."""
+    monkeypatch.setattr(milvus, "MIRROR_BUILD_WAIT_ROWS", 10)
     mirrored, reference = store(milvus_uri), store(milvus_uri, mirror_rows=0)
     rng, vectors = random.Random(10), np.random.default_rng(10)
     mirrored.upsert([chunk(rng, f"c{i}") for i in range(40)], vectors.standard_normal((40, DIMENSION)).astype(np.float32))

@@ -11,6 +11,7 @@ sparse lexical weights (token id -> weight) feed a third, "sparse" retrieval rou
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import re
@@ -144,26 +145,52 @@ def _bert_punctuation(char: str) -> bool:
 
 
 class _TokenizerReads:
-    """Token counts and unknown-token shares with the model's own tokenizer (`self._model.tokenizer`)."""
+    """Token counts and unknown-token shares with a copy of the model's tokenizer (`self._model.tokenizer`).
+
+    The reads tokenize on their own copy under their own lock: on the model's tokenizer they would wait
+    for every forward pass of the model (which holds `self._lock` while it tokenizes and runs), so a
+    query's context budget waited behind other queries' embeddings. Counts of recently counted texts are
+    kept (`TOKEN_COUNT_CACHE`): a knowledge base's most retrieved chunks are counted once, not per query."""
+
+    TOKEN_COUNT_CACHE = 4096
 
     _model: object
     _lock: threading.Lock
+    _reads: tuple[object, threading.Lock] | None = None  # (tokenizer copy, its lock), made on first use
     _reading: WordPieceReading | None | bool = False  # WordPieceReading.of the tokenizer, found on first use
+    _token_counts: OrderedDict[str, int] | None = None
+
+    def _reads_tokenizer(self) -> tuple[object, threading.Lock]:
+        if self._reads is None:
+            with self._lock:  # a fast tokenizer used from two threads raises "Already borrowed"
+                if self._reads is None:
+                    self._token_counts = OrderedDict()
+                    self._reads = (copy.deepcopy(self._model.tokenizer), threading.Lock())
+        return self._reads
 
     def count_tokens(self, text: str) -> int:
-        with self._lock:  # a fast tokenizer used from two threads raises "Already borrowed"
-            return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+        tokenizer, lock = self._reads_tokenizer()
+        with lock:
+            count = self._token_counts.get(text)
+            if count is None:
+                count = len(tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+                self._token_counts[text] = count
+                while len(self._token_counts) > self.TOKEN_COUNT_CACHE:
+                    self._token_counts.popitem(last=False)
+            else:
+                self._token_counts.move_to_end(text)
+            return count
 
     def unknown_token_share(self, text: str) -> float:
         # a text whose characters the vocabulary covers, piece and continuation, cannot hold an unknown
         # token (WordPieceReading): 0 without tokenizing, which is most of what route competence spends
+        tokenizer, lock = self._reads_tokenizer()
         if self._reading is False:
-            with self._lock:
-                self._reading = WordPieceReading.of(self._model.tokenizer)
+            with lock:
+                self._reading = WordPieceReading.of(tokenizer)
         if self._reading is not None and self._reading.cannot_be_unknown(text):
             return 0.0
-        with self._lock:
-            tokenizer = self._model.tokenizer
+        with lock:
             ids = tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"]
         return unknown_share(ids, tokenizer.unk_token_id)
 
@@ -202,7 +229,7 @@ class SentenceTransformerEmbedder(_TokenizerReads):
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
 
         def encode() -> None:
-            with self._lock:  # the tokenizer's reads share the model's tokenizer
+            with self._lock:
                 for batch in length_batches([len(t) for t in texts], self._batch_size):
                     vectors[batch] = self._model.encode([texts[i] for i in batch], batch_size=self._batch_size,
                                                         normalize_embeddings=True, convert_to_numpy=True,

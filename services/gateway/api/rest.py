@@ -184,7 +184,8 @@ def create_app(gateway: Gateway, *, max_json_bytes: int = 1024 * 1024) -> FastAP
     @app.post("/v1/knowledge-bases/{kb}/query")
     def query(kb: str, body: QueryBody):
         request = gateway_pb2.QueryRequest(kb=kb, query=body.query, namespaces=body.namespaces, top_k=body.top_k)
-        return query_json(gateway.query(request))
+        # a ready response: FastAPI would walk MessageToDict's plain JSON values once more before rendering them
+        return JSONResponse(query_json(gateway.query(request)))
 
     return app
 

@@ -207,11 +207,15 @@ class SentenceTransformerEmbedder(_TokenizerReads):
         import torch
         from sentence_transformers import SentenceTransformer
 
+        from shared.traced_encoder import trace_transformer  # imports torch: only where a model loads
+
         # Short queries on few cores are fastest single-threaded (see docs/performance notes).
         if device == "cpu" and torch.get_num_threads() > 2:
             torch.set_num_threads(2)
         model_dir = resolve_model_dir(model)
         self._model = SentenceTransformer(str(model_dir), device=device, local_files_only=True)
+        # on the model thread, like every pass: a second thread running the model would get an OpenMP team too
+        self.traced = model_thread.run(trace_transformer, self._model)  # see shared/traced_encoder.py
         self._batch_size = batch_size
         self._lock = threading.Lock()  # torch modules are not re-entrant across threads
         self._queries = QueryBatcher(self.embed_documents, max_batch=max(batch_size, 1))

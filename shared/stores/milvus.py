@@ -539,12 +539,32 @@ class MilvusVectorStore:
     def chunk_vectors(self, chunk_ids: Sequence[str],
                       search_filter: chunk_pb2.SearchFilter) -> dict[str, chunk_pb2.ChunkVectors]:
         """The stored vectors of the given chunks that `search_filter` lets its caller read (namespaces, ACL,
-        metadata: the same clauses as a search), by chunk id; ids the filter excludes are simply absent."""
+        metadata: the same clauses as a search), by chunk id; ids the filter excludes are simply absent.
+
+        With a built vector mirror and a filter it can apply, the mirror decides what may be read and hands
+        over the vectors it kept; only the others are read from Milvus Lite (and then kept)."""
         if not chunk_ids:
             return {}
-        if search_filter.acl_enforced and not self._has_acl:
-            raise FailedPrecondition(f"collection {self.collection} was created before document ACLs and cannot "
-                                     "filter by them")
+        self._check_acl(search_filter)
+        mirror = self._mirror
+        readable = None
+        if mirror is not None and mirror.ready and not search_filter.metadata:
+            readable = mirror.readable(chunk_ids, namespaces=require_namespaces(search_filter),
+                                       doc_ids=list(search_filter.doc_ids),
+                                       block_types=[int(b) for b in search_filter.block_types],
+                                       acl_groups=acl_clause_groups(search_filter))
+        if readable is None:
+            return self._read_vectors(chunk_ids, search_filter)
+        found = mirror.kept(readable)
+        missing = [chunk_id for chunk_id in readable if chunk_id not in found]
+        if missing:
+            for chunk_id, vectors in self._read_vectors(missing, search_filter).items():
+                mirror.keep(chunk_id, readable[chunk_id], vectors, vectors.ByteSize())
+                found[chunk_id] = vectors
+        return found
+
+    def _read_vectors(self, chunk_ids: Sequence[str],
+                      search_filter: chunk_pb2.SearchFilter) -> dict[str, chunk_pb2.ChunkVectors]:
         fields = ["id", "vector", *(["sentences"] if self.has_sentences else [])]
         expr = f"id in {_expr_list(list(dict.fromkeys(chunk_ids)))} and {filter_expression(search_filter, server=self._server)}"
         with self._lock:

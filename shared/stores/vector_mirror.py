@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 METRICS = ("COSINE", "IP")  # the metrics whose scores a dot product reproduces
 COMPACT_AFTER = 1024  # dead slots kept before the arrays are rebuilt (and while fewer than live ones)
 _INT_BYTES = sys.getsizeof(2**20)  # a slot number as a Python int
+KEPT_ROWS = 2048  # chunks whose stored vectors a mirror keeps, the most recently read (~8 KB each)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class VectorMirror:
         self._group_slots: dict[str, list[int]] = {}
         self._namespace_codes: dict[str, int] = {}
         self._doc_codes: dict[str, int] = {}
+        self._kept: OrderedDict[str, tuple[int, object, int]] = OrderedDict()  # chunk id -> (slot, value, bytes)
+        self._kept_bytes = 0
 
     # --- writes (callers hold `lock`) -------------------------------------------------------------
 
@@ -153,6 +157,7 @@ class VectorMirror:
             if slot is not None:
                 self._alive[slot] = False  # its chunk stays until compaction: a search under way may read it
                 self._dead += 1
+                self._forget_kept(chunk_id)
 
     def _give_up(self) -> None:
         logger.warning("collection holds more than %d rows (vector_mirror_rows): its searches go to Milvus Lite",
@@ -185,6 +190,8 @@ class VectorMirror:
         self._slots = {chunk_id: renumber[slot] for chunk_id, slot in self._slots.items()}
         self._group_slots = {group: kept for group, slots in self._group_slots.items()
                              if (kept := [renumber[s] for s in slots if s in renumber])}
+        self._kept = OrderedDict((chunk_id, (renumber[slot], value, size))
+                                 for chunk_id, (slot, value, size) in self._kept.items())  # every kept slot is live
         self._size = len(live)
         self._dead = 0
 
@@ -202,16 +209,7 @@ class VectorMirror:
             if not self.ready:
                 return None
             size = self._size
-            mask = self._alive[:size] & np.isin(self._namespace[:size], _codes(self._namespace_codes, namespaces))
-            if doc_ids:
-                mask &= np.isin(self._doc[:size], _codes(self._doc_codes, doc_ids))
-            if block_types:
-                mask &= np.isin(self._block[:size], np.asarray(list(block_types), np.int32))
-            if acl_groups is not None:
-                readable = self._public[:size].copy()
-                for group in set(acl_groups):
-                    readable[self._group_slots.get(group, [])] = True
-                mask &= readable
+            mask = self._admitted(slice(0, size), namespaces, doc_ids, block_types, acl_groups)
             vectors, chunks = self._vectors, self._chunks
         slots = np.flatnonzero(mask)
         if not len(slots) or limit <= 0:
@@ -231,6 +229,64 @@ class VectorMirror:
         best = best[np.lexsort((slots[best], -scores[best]))]
         return [(chunks[slot], float(score)) for slot, score in zip(slots[best].tolist(), scores[best].tolist())]
 
+    def _admitted(self, index: slice | np.ndarray, namespaces: Sequence[str], doc_ids: Sequence[str],
+                  block_types: Sequence[int], acl_groups: Sequence[str] | None) -> np.ndarray:
+        """Which rows at `index` (a slice of slots or an array of them) the filter lets through (callers hold
+        `lock`). `acl_groups` None: no ACL filter; otherwise public rows and rows one of the groups may read."""
+        mask = self._alive[index] & np.isin(self._namespace[index], _codes(self._namespace_codes, namespaces))
+        if doc_ids:
+            mask &= np.isin(self._doc[index], _codes(self._doc_codes, doc_ids))
+        if block_types:
+            mask &= np.isin(self._block[index], np.asarray(list(block_types), np.int32))
+        if acl_groups is not None:
+            granted = np.zeros(self._size, np.bool_)
+            for group in set(acl_groups):
+                granted[self._group_slots.get(group, [])] = True
+            mask &= self._public[index] | granted[index]
+        return mask
+
+    # --- stored vectors of answer sources ---------------------------------------------------------
+
+    def readable(self, chunk_ids: Sequence[str], *, namespaces: Sequence[str], doc_ids: Sequence[str] = (),
+                 block_types: Sequence[int] = (), acl_groups: Sequence[str] | None = None) -> dict[str, int] | None:
+        """The slot of each of `chunk_ids` the filter lets through (the filter of `search`); None when the
+        mirror is not built (the collection must answer)."""
+        with self.lock:
+            if not self.ready:
+                return None
+            ids = [chunk_id for chunk_id in dict.fromkeys(chunk_ids) if chunk_id in self._slots]
+            slots = np.asarray([self._slots[chunk_id] for chunk_id in ids], np.int64)
+            admitted = self._admitted(slots, namespaces, doc_ids, block_types, acl_groups) if ids else []
+            return {chunk_id: int(slot) for chunk_id, slot, ok in zip(ids, slots.tolist(), admitted) if ok}
+
+    def kept(self, slots: dict[str, int]) -> dict[str, object]:
+        """What `keep` holds of these chunks, read for these slots."""
+        found = {}
+        with self.lock:
+            for chunk_id, slot in slots.items():
+                entry = self._kept.get(chunk_id)
+                if entry is not None and entry[0] == slot:
+                    self._kept.move_to_end(chunk_id)
+                    found[chunk_id] = entry[1]
+        return found
+
+    def keep(self, chunk_id: str, slot: int, value: object, size: int) -> None:
+        """Keep `value` (`size` bytes), read from the collection for the chunk's row at `slot`; dropped when
+        the chunk has been written or removed since."""
+        with self.lock:
+            if self._slots.get(chunk_id) != slot:
+                return
+            self._forget_kept(chunk_id)
+            self._kept[chunk_id] = (slot, value, size)
+            self._kept_bytes += size
+            while len(self._kept) > KEPT_ROWS:
+                self._kept_bytes -= self._kept.popitem(last=False)[1][2]
+
+    def _forget_kept(self, chunk_id: str) -> None:
+        entry = self._kept.pop(chunk_id, None)
+        if entry is not None:
+            self._kept_bytes -= entry[2]
+
     def __len__(self) -> int:
         return len(self._slots)
 
@@ -243,7 +299,7 @@ class VectorMirror:
             ids = sys.getsizeof(self._slots) + sum(sys.getsizeof(i) + _INT_BYTES for i in self._slots)
             groups = sum(sys.getsizeof(group) + sys.getsizeof(slots) + _INT_BYTES * len(slots)
                          for group, slots in self._group_slots.items())
-            return arrays + chunks + ids + groups
+            return arrays + chunks + ids + groups + self._kept_bytes
 
 
 def _code(codes: dict[str, int], value: str) -> int:

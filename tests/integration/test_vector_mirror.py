@@ -240,3 +240,86 @@ def test_searches_do_not_wait_for_a_large_collection_s_build(milvus_uri, monkeyp
     assert mirrored.await_mirror(timeout_s=30)
     assert mirrored._search_mirror(query, everything, 40) is not None
     assert_same_hits(mirrored, reference, query, everything, limit=40)
+
+
+def sentence_vectors(rng: np.random.Generator, count: int) -> list[np.ndarray | None]:
+    return [None if i % 4 == 3 else rng.standard_normal((1 + i % 3, DIMENSION)).astype(np.float32)
+            for i in range(count)]
+
+
+def test_the_by_id_read_through_the_mirror_equals_milvus_s(milvus_uri):
+    """Answer sources' stored vectors: what the mirror lets through and keeps is what Milvus returns, for every
+    filter, after rewrites and deletes, and whether or not it was kept before."""
+    mirrored, reference = store(milvus_uri), store(milvus_uri, mirror_rows=0)
+    rng, vectors = random.Random(11), np.random.default_rng(11)
+    for step in range(8):
+        batch = list({c.chunk_id: c for c in (chunk(rng, f"c{rng.randrange(60)}") for _ in range(20))}.values())
+        mirrored.upsert(batch, vectors.standard_normal((len(batch), DIMENSION)).astype(np.float32),
+                        sentence_vectors(vectors, len(batch)))
+        if step == 0:
+            assert mirrored.await_mirror()
+        mirrored.delete_ids([f"c{rng.randrange(60)}" for _ in range(4)])
+        ids = [f"c{rng.randrange(70)}" for _ in range(25)]  # some never written, some deleted
+        for search_filter in filters():
+            for _ in range(2):  # the second read is served from what the first kept
+                assert mirrored.chunk_vectors(ids, search_filter) == reference.chunk_vectors(ids, search_filter), \
+                    search_filter
+    assert mirrored._mirror._kept  # the reads above went through the mirror
+
+
+def test_kept_vectors_are_read_from_milvus_once_and_again_after_a_write(milvus_uri, monkeypatch):
+    mirrored = store(milvus_uri)
+    rng, vectors = random.Random(12), np.random.default_rng(12)
+    chunks = [chunk(rng, f"c{i}") for i in range(10)]
+    mirrored.upsert(chunks, vectors.standard_normal((10, DIMENSION)).astype(np.float32),
+                    sentence_vectors(vectors, 10))
+    assert mirrored.await_mirror()
+    read = []
+    original = mirrored._read_vectors
+    monkeypatch.setattr(mirrored, "_read_vectors", lambda ids, f: read.append(sorted(ids)) or original(ids, f))
+    everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
+    ids = [c.chunk_id for c in chunks]
+    first = mirrored.chunk_vectors(ids, everything)
+    assert mirrored.chunk_vectors(ids, everything) == first and read == [ids]
+    rewritten = np.full((1, DIMENSION), 0.25, np.float32)
+    mirrored.upsert([chunks[3]], rewritten, [rewritten])
+    again = mirrored.chunk_vectors(ids, everything)
+    assert read == [ids, ["c3"]]  # only the rewritten chunk is read again
+    assert again["c3"] != first["c3"] and again["c3"].sentence_count == 1
+    assert {k: v for k, v in again.items() if k != "c3"} == {k: v for k, v in first.items() if k != "c3"}
+    mirrored.delete_ids(["c4"])
+    assert "c4" not in mirrored.chunk_vectors(ids, everything) and read[-1] == ["c3"]  # nothing read for c4
+
+
+def test_vectors_read_before_a_write_are_not_kept_after_it(milvus_uri):
+    """A read from Milvus that a write overtakes is not kept: it was read for the row's old slot."""
+    mirrored = store(milvus_uri)
+    rng, vectors = random.Random(13), np.random.default_rng(13)
+    written = chunk(rng, "c0")
+    mirrored.upsert([written], vectors.standard_normal((1, DIMENSION)).astype(np.float32))
+    assert mirrored.await_mirror()
+    mirror, everything = mirrored._mirror, chunk_pb2.SearchFilter(namespaces=NAMESPACES)
+    slots = mirror.readable(["c0"], namespaces=NAMESPACES)
+    stale = mirrored._read_vectors(["c0"], everything)["c0"]
+    mirrored.upsert([written], vectors.standard_normal((1, DIMENSION)).astype(np.float32))  # the write overtakes
+    mirror.keep("c0", slots["c0"], stale, stale.ByteSize())
+    assert mirror.kept(slots) == {} and mirror.kept(mirror.readable(["c0"], namespaces=NAMESPACES)) == {}
+    assert mirrored.chunk_vectors(["c0"], everything)["c0"] != stale
+
+
+def test_the_mirror_keeps_a_bounded_number_of_chunks_vectors(milvus_uri, monkeypatch):
+    monkeypatch.setattr("shared.stores.vector_mirror.KEPT_ROWS", 5)
+    mirrored = store(milvus_uri)
+    rng, vectors = random.Random(14), np.random.default_rng(14)
+    mirrored.upsert([chunk(rng, f"c{i}") for i in range(12)], vectors.standard_normal((12, DIMENSION)).astype(np.float32),
+                    sentence_vectors(vectors, 12))
+    assert mirrored.await_mirror()
+    everything = chunk_pb2.SearchFilter(namespaces=NAMESPACES)
+    before = mirrored.mirror_bytes()
+    read = mirrored.chunk_vectors([f"c{i}" for i in range(12)], everything)
+    mirror = mirrored._mirror
+    assert len(read) == 12 and len(mirror._kept) == 5
+    assert all(read[chunk_id] == value for chunk_id, (_, value, _) in mirror._kept.items())
+    assert set(mirrored.chunk_vectors(["c0", "c1"], everything)) == {"c0", "c1"}
+    assert list(mirror._kept)[-2:] == ["c0", "c1"] and len(mirror._kept) == 5  # the most recently read stay
+    assert mirrored.mirror_bytes() - before == sum(size for _, _, size in mirror._kept.values()) > 0

@@ -53,11 +53,20 @@ class Assembly:
     facts: dict[str, str] = field(default_factory=dict)
 
 
-def lexical_similarity(a: Counter, b: Counter) -> float:
-    if not a or not b:
+@dataclass(frozen=True)
+class TermVector:
+    """A text's term counts and their Euclidean norm, as MMR compares them."""
+    counts: Counter
+    norm: float
+
+
+def lexical_similarity(a: TermVector, b: TermVector) -> float:
+    """Cosine of the term counts (exact: the dot product is a sum of integers, in whatever order)."""
+    if not a.norm or not b.norm:
         return 0.0
-    dot = sum(count * b[term] for term, count in a.items() if term in b)
-    return dot / (math.sqrt(sum(v * v for v in a.values())) * math.sqrt(sum(v * v for v in b.values())))
+    small, large = (a.counts, b.counts) if len(a.counts) <= len(b.counts) else (b.counts, a.counts)
+    dot = sum(count * large[term] for term, count in small.items() if term in large)
+    return dot / (a.norm * b.norm)
 
 
 def assemble(candidates: list[chunk_pb2.Candidate], budget: Budget, *, count_tokens: CountTokens,
@@ -110,9 +119,9 @@ def _dedup(candidates: list[chunk_pb2.Candidate], dropped: list) -> list[chunk_p
 def _diversify(candidates: list[chunk_pb2.Candidate], threshold: float, dropped: list) -> list[chunk_pb2.Candidate]:
     if threshold >= 1:
         return list(candidates)
-    kept: list[tuple[chunk_pb2.Candidate, Counter]] = []
+    kept: list[tuple[chunk_pb2.Candidate, TermVector]] = []
     for candidate in candidates:
-        terms = _terms(candidate.chunk.raw_content or candidate.chunk.content)
+        terms = term_vector(candidate.chunk.raw_content or candidate.chunk.content)
         # parts of one split block are complementary, never redundant
         same_group = {c.chunk.chunk_id for c, _ in kept
                       if candidate.chunk.group_id and c.chunk.group_id == candidate.chunk.group_id}
@@ -125,10 +134,11 @@ def _diversify(candidates: list[chunk_pb2.Candidate], threshold: float, dropped:
 
 
 @lru_cache(maxsize=2048)
-def _terms(text: str) -> Counter:
+def term_vector(text: str) -> TermVector:
     """The term counts a chunk is compared by, kept for a knowledge base's most retrieved chunks (jieba's
     reading of a Chinese chunk costs more than the rest of the assembly). Shared: callers only read them."""
-    return Counter(analyze(text))
+    counts = Counter(analyze(text))
+    return TermVector(counts, math.sqrt(sum(v * v for v in counts.values())))
 
 
 def _siblings(candidates: list[chunk_pb2.Candidate],

@@ -1,6 +1,7 @@
 """The runtime's stage contracts, step settings and failure reporting, with custom in-process stages."""
 
 import threading
+import time
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -241,6 +242,35 @@ def test_queued_traces_are_written_in_batches_and_flushed_on_close(tmp_path):
     assert reopened.count() == 25 and reopened.get(ids[-1])["request"]["query"] == "question 24"
     assert not store.put(reopened.get(ids[0]))  # a closed store takes nothing
     reopened.close()
+
+
+def test_the_writer_gathers_the_traces_of_a_burst_into_one_commit(tmp_path, monkeypatch):
+    """Woken by a first trace, the writer waits up to WRITE_GATHER_S for more before it commits; a flush ends
+    the wait."""
+    monkeypatch.setattr("services.gateway.traces.store.WRITE_GATHER_S", 60.0)
+    database = GatedDatabase(tmp_path / "traces.sqlite")
+    database.gate.set()  # commits as soon as the writer makes them
+    store = TraceStore(database, batch_size=100, limit=100)
+    rt = runtime(traces=store)
+    ids = [rt.run(request(f"question {i}")).trace_id for i in range(20)]
+    assert database.commits == 0 and store.get(ids[-1])["request"]["query"] == "question 19"  # still gathering
+    assert store.flush() and database.commits == 1 and store.count() == 20
+    assert {store.get(i)["request"]["query"] for i in ids} == {f"question {i}" for i in range(20)}
+    store.close()
+
+
+def test_a_trace_alone_is_written_once_the_gathering_window_passes(tmp_path):
+    database = GatedDatabase(tmp_path / "traces.sqlite")
+    database.gate.set()
+    store = TraceStore(database)
+    rt = runtime(traces=store)
+    rt.run(request("alone"))
+    for _ in range(200):  # no flush: only the window ends the writer's wait
+        if database.execute("SELECT count(*) FROM traces").one()[0] == 1:
+            break
+        time.sleep(0.05)
+    assert database.execute("SELECT count(*) FROM traces").one()[0] == 1 and database.commits == 1
+    store.close()
 
 
 def test_failed_requests_are_traced_with_their_stage(tmp_path):

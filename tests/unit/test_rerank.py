@@ -6,8 +6,8 @@ FlagReranker; split parts are fetched from a real SQLite FTS5 keyword store.
 
 from __future__ import annotations
 
+import math
 import sqlite3
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 
 from services.generator.claims import ClaimChecker
 from services.parser.parser import parse_document
-from services.reranker.assembly import Budget, assemble, lexical_similarity
+from services.reranker.assembly import Budget, assemble, lexical_similarity, term_vector
 from services.reranker.bge import BgeReranker
 from shared.cross_encoder import CrossEncoder
 from shared.config import ChunkerConfig, KBConfig, RerankerConfig
@@ -23,7 +23,6 @@ from shared.contracts import chunk_pb2
 from shared.embedders import resolve_model_dir
 from shared.errors import FailedPrecondition, InvalidArgument
 from shared.stores.sqlite_fts import SCHEMA, SqliteFtsKeywordStore
-from shared.text import analyze
 from tests.conftest import SAMPLES
 from tests.tiny_cross_encoder import build_tiny_cross_encoder
 
@@ -185,8 +184,7 @@ def test_mmr_skips_a_near_duplicate_and_keeps_diverse_chunks(chunks, count_token
     near = chunk_pb2.KnowledgeChunk()
     near.CopyFrom(base[0])
     near.chunk_id, near.raw_content, near.content_hash = "near-copy", edit(base[0].raw_content), "other-hash"
-    similarity = lexical_similarity(*(Counter(analyze(t))
-                                      for t in (base[0].raw_content, near.raw_content)))
+    similarity = lexical_similarity(*(term_vector(t) for t in (base[0].raw_content, near.raw_content)))
     assert 0.85 <= similarity < 1.0
     candidates = as_candidates([base[0], near, base[1], base[2]])
     result = assemble(candidates, Budget(top_n=10, mmr_threshold=0.85), count_tokens=count_tokens)
@@ -292,3 +290,16 @@ def test_database_from_before_group_ids_is_backfilled(tmp_path, chunks):
         assert [c.chunk_id for c in reopened.chunks_by_group(["default"], [part.group_id])] == [part.chunk_id]
     finally:
         reopened.close()
+
+
+def test_mmr_similarity_is_the_cosine_of_term_counts_either_way_round():
+    texts = ["The AMR-7 battery takes 90 minutes to charge.", "The battery of the AMR-7 charges in 90 minutes.",
+             "电池充满需要九十分钟。", "电池 电池 充电", ""]
+    for a in texts:
+        for b in texts:
+            ta, tb = term_vector(a), term_vector(b)
+            dot = sum(n * tb.counts[t] for t, n in ta.counts.items())
+            norms = math.sqrt(sum(n * n for n in ta.counts.values())) * math.sqrt(sum(n * n for n in tb.counts.values()))
+            expected = dot / norms if norms else 0.0
+            assert lexical_similarity(ta, tb) == lexical_similarity(tb, ta) == expected
+    assert lexical_similarity(term_vector(texts[0]), term_vector(texts[0])) == pytest.approx(1.0)

@@ -239,6 +239,7 @@ class QueryRuntime:
             for note in context.notes:
                 self.metrics.steps.labels(note.step, note.status).inc()
         fused = {c.chunk.chunk_id: c for c in lists.get("fused", [])}
+        stored: dict[str, dict] = {}  # chunk fields of the stores' chunks, read once for the lists below
         result.trace = {
             "trace_id": result.trace_id, "created_at": now(), "ms": total_ms,
             "request": {"kb": request.kb, "kb_version": lists.get("kb_version", ""), "query": request.query,
@@ -251,9 +252,10 @@ class QueryRuntime:
             "step_notes": [vars(note) for note in context.notes],
             "stages": stage_entries(result.stages),
             "lists": {
-                "bm25": candidate_list(lists.get("bm25", [])), "dense": candidate_list(lists.get("dense", [])),
-                "fused": candidate_list(lists.get("fused", [])),
-                "variants": {q: candidate_list(v) for q, v in lists.get("variants", {}).items()},
+                "bm25": candidate_list(lists.get("bm25", []), stored),
+                "dense": candidate_list(lists.get("dense", []), stored),
+                "fused": candidate_list(lists.get("fused", []), stored),
+                "variants": {q: candidate_list(v, stored) for q, v in lists.get("variants", {}).items()},
                 "reranked": candidate_list(lists.get("reranked", [])),
                 "dropped": dropped_list(lists.get("dropped", []), fused),
             },

@@ -8,8 +8,10 @@ oldest are deleted once `limit` is exceeded.
 
 Traces are written off the request path: `put` hands a trace to a bounded queue
 that a background thread drains, committing up to `batch_size` traces per
-transaction. A full queue drops the trace (`put` returns False, the gateway counts
-it in ragkb_traces_dropped_total) rather than making the request wait. Until
+transaction; once woken by a trace it gathers more for up to WRITE_GATHER_S, so under
+load a commit writes many traces and a query does not wake the writer each time. A full
+queue drops the trace (`put` returns False, the gateway counts it in
+ragkb_traces_dropped_total) rather than making the request wait. Until
 committed, a trace is read from the queue, so a trace can be read right after its
 answer; `close` writes what is queued.
 """
@@ -24,6 +26,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
+import orjson
 from google.protobuf import json_format
 
 from shared.contracts import chunk_pb2
@@ -35,24 +38,42 @@ from shared.stores.acl import ACL_KEY
 log = logging.getLogger("ragkb.gateway.traces")
 
 SNIPPET_CHARS = 300
+WRITE_GATHER_S = 0.05
 
 
-def candidate_entry(rank: int, candidate: chunk_pb2.Candidate) -> dict:
-    chunk = candidate.chunk
+def candidate_entry(rank: int, candidate: chunk_pb2.Candidate, chunk_fields: dict | None = None) -> dict:
+    """`chunk_fields`: the entry's chunk fields when they were read already (`candidate_list`)."""
     return {
-        "rank": rank, "chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id, "namespace": chunk.namespace,
-        "score": round(candidate.score, 6),
+        "rank": rank, **(chunk_fields or _chunk_fields(candidate.chunk)), "score": round(candidate.score, 6),
         "bm25_rank": candidate.bm25_rank, "bm25_score": round(candidate.bm25_score, 6),
         "dense_rank": candidate.dense_rank, "dense_score": round(candidate.dense_score, 6),
         "rerank_score": round(candidate.rerank_score, 6),
+    }
+
+
+def _chunk_fields(chunk: chunk_pb2.KnowledgeChunk) -> dict:
+    return {
+        "chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id, "namespace": chunk.namespace,
         "heading_path": list(chunk.heading_path), "source": chunk.source.uri,
         "acl": chunk.metadata.get(ACL_KEY, ""),
         "text": (chunk.raw_content or chunk.content)[:SNIPPET_CHARS],
     }
 
 
-def candidate_list(candidates) -> list[dict]:
-    return [candidate_entry(rank, c) for rank, c in enumerate(candidates, start=1)]
+def candidate_list(candidates, stored: dict[str, dict] | None = None) -> list[dict]:
+    """Trace entries of `candidates`. `stored`: chunk fields by chunk id, shared by the lists of one query
+    whose chunks are the stores' own (the routes' and the fused list hold the same chunks; a reranked list's
+    may be rewritten), so each chunk is read once."""
+    entries = []
+    for rank, candidate in enumerate(candidates, start=1):
+        fields = None
+        if stored is not None:
+            chunk_id = candidate.chunk.chunk_id
+            fields = stored.get(chunk_id)
+            if fields is None:
+                fields = stored[chunk_id] = _chunk_fields(candidate.chunk)
+        entries.append(candidate_entry(rank, candidate, fields))
+    return entries
 
 
 def dropped_list(dropped, known: dict[str, chunk_pb2.Candidate]) -> list[dict]:
@@ -103,6 +124,11 @@ def message_dicts(messages) -> list[dict]:
     return [json_format.MessageToDict(m, preserving_proto_field_name=True) for m in messages]
 
 
+def _encode(trace: dict) -> bytes:
+    """A trace as the UTF-8 JSON the store keeps."""
+    return orjson.dumps(trace, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
@@ -134,6 +160,7 @@ class TraceStore:
         self._queued: dict[str, dict] = {}  # trace id -> trace, oldest first, until committed
         self._changed = threading.Condition()
         self._closing = False
+        self._flushing = 0  # callers of `flush` waiting: the writer stops gathering for them
         self._writer = threading.Thread(target=self._write_queued, name="trace-writer", daemon=True)
         self._writer.start()
 
@@ -148,7 +175,8 @@ class TraceStore:
                 return False
             self._queued.pop(trace["trace_id"], None)  # a rewrite of a queued trace goes to the end
             self._queued[trace["trace_id"]] = trace
-            self._changed.notify_all()
+            if len(self._queued) in (1, self.batch_size):  # the writer waits for a first trace or a full batch
+                self._changed.notify_all()
         return True
 
     def get(self, trace_id: str) -> dict:
@@ -157,7 +185,7 @@ class TraceStore:
         with self._changed:
             queued = self._queued.get(trace_id)
         if queued is not None:  # read back as the stored JSON reads, not as the live dict
-            return json.loads(json.dumps(queued, ensure_ascii=False))
+            return orjson.loads(_encode(queued))
         row = self._db.execute("SELECT body FROM traces WHERE trace_id = ?", (trace_id,)).one()
         if row is None:
             raise NotFound(f"no trace {trace_id!r} (it may have been evicted; the store keeps the last {self.limit})")
@@ -171,7 +199,12 @@ class TraceStore:
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until every trace queued so far is written (or dropped after a failed commit)."""
         with self._changed:
-            return self._changed.wait_for(lambda: not self._queued or not self._writer.is_alive(), timeout_s)
+            self._flushing += 1
+            self._changed.notify_all()
+            try:
+                return self._changed.wait_for(lambda: not self._queued or not self._writer.is_alive(), timeout_s)
+            finally:
+                self._flushing -= 1
 
     def close(self) -> None:
         """Write what is queued, stop the writer, close the database."""
@@ -187,6 +220,8 @@ class TraceStore:
                 self._changed.wait_for(lambda: self._queued or self._closing)
                 if not self._queued:
                     return  # closing, nothing left
+                self._changed.wait_for(lambda: len(self._queued) >= self.batch_size or self._closing
+                                       or self._flushing, WRITE_GATHER_S)
                 batch = list(itertools.islice(self._queued.items(), self.batch_size))
             try:
                 self._commit(batch)
@@ -199,7 +234,7 @@ class TraceStore:
                 self._changed.notify_all()
 
     def _commit(self, batch: list[tuple[str, dict]]) -> None:
-        rows = [(trace_id, json.dumps(trace["request"]["namespaces"]), json.dumps(trace, ensure_ascii=False))
+        rows = [(trace_id, json.dumps(trace["request"]["namespaces"]), _encode(trace).decode("utf-8"))
                 for trace_id, trace in batch]
         with self._db.transaction() as db:
             last = 0

@@ -177,6 +177,13 @@ def _mirror_rows(chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray
                       c.SerializeToString()) for c, v in zip(chunks, vectors)]
 
 
+def _mirror_filter(search_filter: chunk_pb2.SearchFilter) -> dict:
+    """A filter without metadata clauses as `VectorMirror.search` and `readable` take it."""
+    return {"namespaces": require_namespaces(search_filter), "doc_ids": list(search_filter.doc_ids),
+            "block_types": [int(b) for b in search_filter.block_types],
+            "acl_groups": acl_clause_groups(search_filter)}
+
+
 def _acl_value(chunk: chunk_pb2.KnowledgeChunk) -> str:
     groups = chunk_groups(chunk)
     return "|" + "|".join(groups) + "|" if groups else ""
@@ -428,16 +435,14 @@ class MilvusVectorStore:
         if mirror is None or mirror.oversized or search_filter.metadata:
             return None
         self._check_acl(search_filter)
-        namespaces = require_namespaces(search_filter)
+        mirror_filter = _mirror_filter(search_filter)  # a filter without namespaces fails before any build
         if not mirror.ready:  # read without its lock, which a build holds throughout
             if self.count() > MIRROR_BUILD_WAIT_ROWS:
                 self._start_mirror_build(mirror)
                 return None
             if not self.await_mirror():
                 return None
-        return mirror.search(vector, namespaces=namespaces, doc_ids=list(search_filter.doc_ids),
-                             block_types=[int(b) for b in search_filter.block_types],
-                             acl_groups=acl_clause_groups(search_filter), limit=limit)
+        return mirror.search(vector, **mirror_filter, limit=limit)
 
     def await_mirror(self, timeout_s: float = 300.0) -> bool:
         """Build the mirror now if it is not built, or wait for the build under way; False without one (none,
@@ -549,10 +554,7 @@ class MilvusVectorStore:
         mirror = self._mirror
         readable = None
         if mirror is not None and mirror.ready and not search_filter.metadata:
-            readable = mirror.readable(chunk_ids, namespaces=require_namespaces(search_filter),
-                                       doc_ids=list(search_filter.doc_ids),
-                                       block_types=[int(b) for b in search_filter.block_types],
-                                       acl_groups=acl_clause_groups(search_filter))
+            readable = mirror.readable(chunk_ids, **_mirror_filter(search_filter))
         if readable is None:
             return self._read_vectors(chunk_ids, search_filter)
         found = mirror.kept(readable)

@@ -41,10 +41,10 @@ SNIPPET_CHARS = 300
 WRITE_GATHER_S = 0.05
 
 
-def candidate_entry(rank: int, candidate: chunk_pb2.Candidate, chunk_fields: dict | None = None) -> dict:
-    """`chunk_fields`: the entry's chunk fields when they were read already (`candidate_list`)."""
+def candidate_entry(rank: int, candidate: chunk_pb2.Candidate, chunk_fields: dict) -> dict:
+    """`chunk_fields`: the entry's chunk fields (`_chunk_fields`)."""
     return {
-        "rank": rank, **(chunk_fields or _chunk_fields(candidate.chunk)), "score": round(candidate.score, 6),
+        "rank": rank, **chunk_fields, "score": round(candidate.score, 6),
         "bm25_rank": candidate.bm25_rank, "bm25_score": round(candidate.bm25_score, 6),
         "dense_rank": candidate.dense_rank, "dense_score": round(candidate.dense_score, 6),
         "rerank_score": round(candidate.rerank_score, 6),
@@ -63,15 +63,14 @@ def _chunk_fields(chunk: chunk_pb2.KnowledgeChunk) -> dict:
 def candidate_list(candidates, stored: dict[str, dict] | None = None) -> list[dict]:
     """Trace entries of `candidates`. `stored`: chunk fields by chunk id, shared by the lists of one query
     whose chunks are the stores' own (the routes' and the fused list hold the same chunks; a reranked list's
-    may be rewritten), so each chunk is read once."""
+    may be rewritten, so it reads its own), so each chunk is read once."""
+    stored = {} if stored is None else stored
     entries = []
     for rank, candidate in enumerate(candidates, start=1):
-        fields = None
-        if stored is not None:
-            chunk_id = candidate.chunk.chunk_id
-            fields = stored.get(chunk_id)
-            if fields is None:
-                fields = stored[chunk_id] = _chunk_fields(candidate.chunk)
+        chunk_id = candidate.chunk.chunk_id
+        fields = stored.get(chunk_id)
+        if fields is None:
+            fields = stored[chunk_id] = _chunk_fields(candidate.chunk)
         entries.append(candidate_entry(rank, candidate, fields))
     return entries
 

@@ -45,7 +45,7 @@ class CrossEncoder:
         if not passages:
             return []
         # one pass at a time (torch modules are not re-entrant): the model thread runs them in turn
-        scores = model_thread.run(self._model.compute_score, [[query, p] for p in passages])
+        scores = model_thread.run_for_request(self._model.compute_score, [[query, p] for p in passages])
         if isinstance(scores, float):  # FlagReranker returns a bare float for one pair
             scores = [scores]
         return [float(s) for s in scores]

@@ -218,7 +218,7 @@ class SentenceTransformerEmbedder(_TokenizerReads):
         self.traced = model_thread.run(trace_transformer, self._model)  # see shared/traced_encoder.py
         self._batch_size = batch_size
         self._lock = threading.Lock()  # torch modules are not re-entrant across threads
-        self._queries = QueryBatcher(self.embed_documents, max_batch=max(batch_size, 1))
+        self._queries = QueryBatcher(self._embed_queries, max_batch=max(batch_size, 1))
         self.model_id = model_slug(model)
         self.dimension = int(_dimension_of(self._model))
         self.max_tokens = int(self._model.max_seq_length)
@@ -228,6 +228,13 @@ class SentenceTransformerEmbedder(_TokenizerReads):
         """One call over texts of any mix of lengths: `encode` sorts by length but pads each batch to its
         longest text, so a chunk's short sentences batched with the chunk would cost as much as chunks; the
         texts go to the model in batches of similar length instead (`length_batches`)."""
+        return self._embed(texts, model_thread.run)
+
+    def _embed_queries(self, texts: list[str]) -> np.ndarray:
+        """A pass of concurrent queries: a request's pass, single-threaded while other calls are in flight."""
+        return self._embed(texts, model_thread.run_for_request)
+
+    def _embed(self, texts: list[str], run_pass) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
@@ -239,7 +246,7 @@ class SentenceTransformerEmbedder(_TokenizerReads):
                                                         normalize_embeddings=True, convert_to_numpy=True,
                                                         show_progress_bar=False)
 
-        model_thread.run(encode)
+        run_pass(encode)
         return vectors
 
     def embed_query(self, text: str) -> np.ndarray:

@@ -25,7 +25,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from shared.errors import ERROR_KIND_KEY, RagkbError
-from shared import inprocess
+from shared import inprocess, model_thread
 from shared.inprocess import HandlerRecorder, LocalService
 
 log = logging.getLogger("ragkb.server")
@@ -82,7 +82,8 @@ class ServiceInterceptor(grpc.ServerInterceptor):
             if remaining is not None and remaining <= 0:
                 code = grpc.StatusCode.DEADLINE_EXCEEDED
                 context.abort(code, f"{method}: deadline passed before the call started")
-            yield
+            with model_thread.serving():  # how many calls run at once decides a pass's torch threads
+                yield
         except RagkbError as error:
             code = error.code
             context.set_trailing_metadata(((ERROR_KIND_KEY, type(error).__name__),))

@@ -204,7 +204,7 @@ class NliVerifier:
             with torch.no_grad():
                 return torch.softmax(self._model(**inputs).logits, dim=-1).cpu().numpy()
 
-        probabilities = model_thread.run(classify)
+        probabilities = model_thread.run_for_request(classify)
         best = int(probabilities[:, self._index["entailment"]].argmax())
         row = probabilities[best]
         label = max(LABELS, key=lambda name: row[self._index[name]])

@@ -1,8 +1,10 @@
 """Every forward pass of a process runs on its one model thread (shared/model_thread.py)."""
 
+import contextlib
 import multiprocessing
 import threading
 
+import grpc
 import numpy as np
 import pytest
 
@@ -96,3 +98,66 @@ def test_reranker_passes_run_on_the_model_thread(tmp_path):
     scores = run_from_threads(lambda: reranker.score("query", ["first passage", "second passage"]), 3)
     assert names and {name.split("_")[0] for name in names} == {model_thread.THREAD_NAME_PREFIX}
     assert all(score == scores[0] for score in scores) and len(scores[0]) == 2
+
+
+@contextlib.contextmanager
+def another_call_in_flight():
+    """A second thread inside `model_thread.serving()` while the block runs."""
+    inside, leave = threading.Event(), threading.Event()
+
+    def another_call():
+        with model_thread.serving():
+            inside.set()
+            leave.wait(30)
+
+    other = threading.Thread(target=another_call)
+    other.start()
+    assert inside.wait(30)
+    try:
+        yield
+    finally:
+        leave.set()
+        other.join(30)
+
+
+def test_nested_calls_in_one_thread_count_once_and_threads_count_each():
+    assert model_thread.calls_in_flight() == 0
+    with model_thread.serving():
+        with model_thread.serving():  # an in-process call runs in its caller's thread
+            assert model_thread.calls_in_flight() == 1
+        with another_call_in_flight():
+            assert model_thread.calls_in_flight() == 2
+        assert model_thread.calls_in_flight() == 1
+    assert model_thread.calls_in_flight() == 0
+
+
+def test_a_request_s_pass_runs_single_threaded_only_while_several_calls_are_in_flight():
+    import torch
+
+    def threads_of(run) -> int:
+        return run(torch.get_num_threads)
+
+    configured = threads_of(model_thread.run)
+    with model_thread.serving():
+        assert threads_of(model_thread.run_for_request) == configured  # one call: the configured team
+        with another_call_in_flight():
+            assert threads_of(model_thread.run_for_request) == 1 == model_thread.pass_threads()
+            assert threads_of(model_thread.run) == configured  # a bulk pass (ingest) keeps the team
+            assert threads_of(model_thread.run_for_request) == 1
+        assert threads_of(model_thread.run_for_request) == configured == model_thread.pass_threads()
+
+
+def test_served_rpcs_count_as_calls_in_flight_while_their_handler_runs():
+    from shared.server import ServiceInterceptor
+
+    seen = []
+    handler = grpc.unary_unary_rpc_method_handler(lambda request, context: seen.append(model_thread.calls_in_flight()))
+    details = type("Details", (), {"method": "/ragkb.Probe/Call", "invocation_metadata": ()})()
+    wrapped = ServiceInterceptor("probe").intercept_service(lambda _: handler, details)
+
+    class Context:
+        def time_remaining(self):
+            return None
+
+    wrapped.unary_unary(object(), Context())
+    assert seen == [1] and model_thread.calls_in_flight() == 0

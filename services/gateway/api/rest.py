@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
+import orjson
 from fastapi.responses import JSONResponse
 from google.protobuf import json_format
 from pydantic import BaseModel, Field
@@ -38,6 +39,14 @@ log = logging.getLogger("ragkb.gateway")
 def to_json(message) -> dict:
     return json_format.MessageToDict(message, preserving_proto_field_name=True,
                                      always_print_fields_with_no_presence=True)
+
+
+class QueryJSONResponse(JSONResponse):
+    """Rendered by orjson: the same compact UTF-8 JSON as Starlette's `json.dumps`, in a tenth of the GIL time
+    (a query response carries every source chunk). A NaN renders as null instead of failing the response."""
+
+    def render(self, content) -> bytes:
+        return orjson.dumps(content)
 
 
 def job_json(job: gateway_pb2.IngestJob) -> dict:
@@ -185,7 +194,7 @@ def create_app(gateway: Gateway, *, max_json_bytes: int = 1024 * 1024) -> FastAP
     def query(kb: str, body: QueryBody):
         request = gateway_pb2.QueryRequest(kb=kb, query=body.query, namespaces=body.namespaces, top_k=body.top_k)
         # a ready response: FastAPI would walk MessageToDict's plain JSON values once more before rendering them
-        return JSONResponse(query_json(gateway.query(request)))
+        return QueryJSONResponse(query_json(gateway.query(request)))
 
     return app
 

@@ -64,6 +64,8 @@ def test_bench_reports_every_size_and_exponent(tmp_path):
     for row in rows:
         assert SIZE_KEYS <= row.keys()
         assert row["upsert_probe_chunks"] == 1000 and row["upsert_probe_chunks_s"] > 0
+        # the vector store's probe time split: writes, the wait until searchable, the index catching up
+        assert {"upsert_probe_vector_write_s", "upsert_probe_visible_s", "upsert_probe_index_catchup_s"} <= row.keys()
         assert 0.0 <= row["recall10"] <= 1.0
         # Milvus Lite searches exactly
         assert row["recall10"] == pytest.approx(1.0)

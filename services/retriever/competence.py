@@ -114,7 +114,9 @@ def _digest(text: str) -> bytes:
 
 def term_coverage(query: str, hits: Sequence[chunk_pb2.Candidate], analyzer: Analyzer,
                   reads: HitReads | None = None) -> float:
-    """Compared after the keyword engines' own Porter stemming, so "charging" matches "charges"."""
+    """Compared after the keyword engines' own Porter stemming, so "charging" matches "charges".
+
+    The hits are read best first until every term is found: the top few hits often hold them all."""
     terms = set(porter(query_terms(query, analyzer)))
     if not terms or not hits:
         return 0.0
@@ -122,6 +124,8 @@ def term_coverage(query: str, hits: Sequence[chunk_pb2.Candidate], analyzer: Ana
     for hit in hits[:TERM_HITS]:
         text = hit.chunk.content
         seen.update(reads.terms(text, analyzer) if reads is not None else hit_terms(text, analyzer))
+        if terms <= seen:
+            return 1.0
     return len(terms & seen) / len(terms)
 
 

@@ -132,6 +132,29 @@ def test_filters_match_fts5_and_never_leak_another_namespace(twins):
     assert [c.chunk.chunk_id for c in memory.search("alpha", only("a", acl_enforced=True), 1)] == ["a-public"]
 
 
+def test_hits_are_read_by_rowid_whatever_the_filter(tmp_path):
+    """The candidates' rows are fetched by rowid with the filter tested on each, never by walking a
+    namespace's whole index (what SQLite's planner picks for `rowid IN (...) AND namespace IN (...)`)."""
+    store = SqliteFtsKeywordStore(tmp_path / "kb.sqlite")
+    try:
+        store.upsert([chunk(f"c{i}", f"alpha {i}", doc_id=f"d{i % 3}", metadata={"lang": "en"},
+                            block_type=chunk_pb2.BLOCK_TYPE_PARAGRAPH) for i in range(50)])
+        statements: list[str] = []
+        store._db.set_trace_callback(statements.append)
+        filters = [only("a"), only("a", "b", doc_ids=["d1"]), only("a", block_types=[chunk_pb2.BLOCK_TYPE_PARAGRAPH]),
+                   only("a", metadata={"lang": "en"}), only("a", acl_enforced=True, acl_groups=["hr"])]
+        for search_filter in filters:
+            assert store.search("alpha", search_filter, 10)
+        store._db.set_trace_callback(None)
+        reads = [s for s in statements if s.startswith("SELECT c.rowid, c.payload")]
+        assert len(reads) == len(filters)
+        for statement in reads:
+            plan = " ".join(row[3] for row in store._db.execute("EXPLAIN QUERY PLAN " + statement))
+            assert "USING INTEGER PRIMARY KEY" in plan and "INDEX chunks_by" not in plan, plan
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("analyzer", ["jieba", "char"])
 def test_chinese_words_and_characters(tmp_path, analyzer):
     memory = SqliteFtsKeywordStore(tmp_path / "memory.sqlite", analyzer=analyzer)

@@ -30,6 +30,27 @@ def test_ascii_text_is_analyzed_as_any_text():
         assert analyze(sample) == general(sample), sample
 
 
+def test_text_without_cjk_is_analyzed_as_any_text():
+    """Non-ASCII text with no CJK character after NFKC takes a regex without the CJK lookaheads; it must
+    give what the general path gives, and text that NFKC turns into CJK (U+3220 -> "(一)") is still cut."""
+    import random
+    import unicodedata
+
+    from shared import text
+
+    def general(value):
+        return [m.group(0) for m in text._TOKEN.finditer(unicodedata.normalize("NFKC", value).lower())]
+
+    rng = random.Random(12)
+    alphabet = "ab1.'_ -μ±–éÉßİΣς\u0301\u00a0ｆｕｌｌ①ﬁ"
+    samples = ["naïve café Ⅻ ½ μg/mL ± 5 %", "ΟΔΟΣ Straße İstanbul", "e\u0301tude"]
+    samples += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) for _ in range(3000)]
+    for sample in samples:
+        assert analyze(sample) == general(sample), sample
+    assert analyze("\u3220 test") == ["一", "test"]
+    assert analyze("\u3220 test", "char") == ["一", "test"]
+
+
 def test_char_analyzer_splits_cjk_into_characters():
     assert analyze("载重", "char") == ["载", "重"]
 

@@ -4,14 +4,14 @@
     ragkb calibrate --kb K --questions FILE [--corpus FILE] --target-answer-rate 0.9
 
 Questions are JSONL: `id`, `question`, `answerable`, `gold_doc_ids`, `gold_answers`,
-`language`. Without `--corpus` the questions run against knowledge base K as it is
+`language`, and optionally `group` (questions on one topic share it and stay in one part). Without `--corpus` the questions run against knowledge base K as it is
 in the data directory (stop a running `ragkb up` first: the embedded stores are
 single-process). With `--corpus` (JSONL of `_id` + `title`/`text`, or `_id` + `path`
 of a file the real parser reads, relative to the corpus file) a throw-away copy of
 K's config is filled with that corpus in a temporary directory, one document per
 line.
 
-Every question belongs to a fixed part, `tune` or `unseen`, by a hash of its id:
+Every question belongs to a fixed part, `tune` or `unseen`, by a hash of its group or else its id:
 `calibrate` fits on the tune part only, and the report shows both parts.
 """
 
@@ -55,11 +55,12 @@ class Question:
     gold_doc_ids: tuple[str, ...]
     gold_answers: tuple[str, ...]
     language: str
+    group: str = ""  # a topic: its questions share passages, so they must not be split between the parts
 
     @property
     def part(self) -> str:
         """A fixed split: the same question is always in the same part, whichever file it comes from."""
-        return PARTS[int(hashlib.sha1(self.id.encode()).hexdigest()[:8], 16) % 2]
+        return PARTS[int(hashlib.sha1((self.group or self.id).encode()).hexdigest()[:8], 16) % 2]
 
 
 @dataclass
@@ -98,7 +99,7 @@ def load_questions(path: Path) -> list[Question]:
             id=str(record["id"]), question=text, answerable=record["answerable"],
             gold_doc_ids=tuple(str(d) for d in record.get("gold_doc_ids") or ()),
             gold_answers=tuple(str(a) for a in record.get("gold_answers") or ()),
-            language=str(record.get("language") or "")))
+            language=str(record.get("language") or ""), group=str(record.get("group") or "")))
     if not questions:
         raise InvalidArgument(f"{path} holds no questions")
     return questions

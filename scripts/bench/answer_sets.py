@@ -11,12 +11,18 @@ Writes <out>/<set>/corpus.jsonl and <out>/<set>/questions.jsonl for:
   unanswerable by construction;
 - cmrc2018: Chinese dev questions over their paragraphs plus other paragraphs of the set; half of
   the asked paragraphs (by hash) are left out, and their questions become unanswerable;
+- squad2-siblings and cmrc2018-siblings: each paragraph cut into passages of a few sentences,
+  every passage indexed (all 1,104 CMRC2018 paragraphs); for half of the passages that hold an
+  asked answer (by hash) that passage is left out while the other passages of its paragraph stay,
+  so the question's topic is in the index and its answer is not (a question whose answer is
+  still in a kept passage of its paragraph stays answerable);
 - samples: questions on the bundled samples/ (English and Chinese), answerable ones with their
   document and answer, and unanswerable ones: off-topic, and on-topic asking what the samples
   never say.
 
 Which half of a set is tuned on and which stays unseen is decided by `eval_answers.Question.part`
-(a hash of the question id), not here.
+(a hash of the question's group, its paragraph where it has one, else of its id), not here: the
+questions on one paragraph are all tuned on or all unseen, in every set that asks them.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import argparse
 import hashlib
 import json
 import random
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,9 +90,11 @@ def write(out: Path, name: str, corpus: list[dict], questions: list[dict]) -> No
           f"unanswerable questions -> {folder}")
 
 
-def question(qid: str, text: str, answerable: bool, gold: list[str], answers: list[str], language: str) -> dict:
-    return {"id": qid, "question": text, "answerable": answerable, "gold_doc_ids": gold if answerable else [],
-            "gold_answers": answers if answerable else [], "language": language}
+def question(qid: str, text: str, answerable: bool, gold: list[str], answers: list[str], language: str,
+             group: str = "") -> dict:
+    record = {"id": qid, "question": text, "answerable": answerable, "gold_doc_ids": gold if answerable else [],
+              "gold_answers": answers if answerable else [], "language": language}
+    return record | ({"group": group} if group else {})
 
 
 def squad2(data: Path, per_kind: int) -> tuple[list[dict], list[dict]]:
@@ -94,8 +103,8 @@ def squad2(data: Path, per_kind: int) -> tuple[list[dict], list[dict]]:
     records = sorted(read_jsonl(data / "squad2_subset" / "questions.jsonl"),
                      key=lambda r: hashlib.sha1(r["id"].encode()).hexdigest())
     chosen = [r for r in records if r["answerable"]][:per_kind] + [r for r in records if not r["answerable"]][:per_kind]
-    return corpus, [question(r["id"], r["question"], r["answerable"], r["gold_passage_ids"], r["answers"], "en")
-                    for r in chosen]
+    return corpus, [question(r["id"], r["question"], r["answerable"], r["gold_passage_ids"], r["answers"], "en",
+                             r["context_passage_id"]) for r in chosen]
 
 
 def scifact(data: Path, claims: int, distractors: int) -> tuple[list[dict], list[dict]]:
@@ -132,8 +141,67 @@ def cmrc2018(data: Path, limit: int, distractors: int) -> tuple[list[dict], list
     for q in chosen:
         answerable = not relevant[q] & removed_paragraphs
         questions.append(question("cmrc-" + q, queries[q]["text"], answerable, sorted(relevant[q]),
-                                  queries[q].get("metadata", {}).get("answers", []), "zh"))
+                                  queries[q].get("metadata", {}).get("answers", []), "zh", min(relevant[q])))
     return corpus, questions
+
+
+# a sentence ends at 。！？； or at .!? followed by a space and a capital, digit, quote or bracket
+_SENTENCE_END = re.compile(r"(?<=[。！？；])|(?<=[.!?])\s+(?=[\"'(A-Z0-9])")
+
+
+def passages(text: str, max_chars: int) -> list[str]:
+    """The paragraph cut between sentences into passages of at most `max_chars` (or one longer sentence)."""
+    joiner = "" if re.search(r"[\u4e00-\u9fff]", text) else " "
+    cut: list[str] = []
+    for sentence in filter(None, (s.strip() for s in _SENTENCE_END.split(text))):
+        if cut and len(cut[-1]) + len(joiner) + len(sentence) <= max_chars:
+            cut[-1] += joiner + sentence
+        else:
+            cut.append(sentence)
+    return cut
+
+
+def siblings(prefix: str, paragraphs: dict[str, tuple[str, str]], asked: list[tuple[str, str, str, list[str]]],
+             language: str, max_chars: int, per_kind: int) -> tuple[list[dict], list[dict]]:
+    """Passages of every paragraph; half of the asked answers' passages left out, their siblings kept.
+
+    `asked`: (question id, question, paragraph id, gold answers), in the order to choose from."""
+    cut = {pid: passages(text, max_chars) for pid, (_, text) in paragraphs.items()}
+    holding = {qid: [k for k, passage in enumerate(cut[pid]) if any(a and a in passage for a in answers)]
+               for qid, _, pid, answers in asked}
+    removed = {(pid, k) for qid, _, pid, _ in asked for k in holding[qid] if bucket(f"{prefix}-removed:{pid}#{k}")}
+    answerable, unanswerable = [], []
+    for qid, text, pid, answers in asked:
+        if not holding[qid]:
+            continue  # the answer runs across two passages (or is not verbatim in its paragraph)
+        kept = [f"{pid}#{k}" for k in holding[qid] if (pid, k) not in removed]
+        if not kept and all((pid, k) in removed for k in range(len(cut[pid]))):
+            continue  # nothing of its topic is left: not the case this set is for
+        kind = answerable if kept else unanswerable
+        if len(kind) < per_kind:
+            kind.append(question(f"{prefix}-{qid}", text, bool(kept), kept, answers, language, pid))
+    corpus = [{"_id": f"{pid}#{k}", "title": paragraphs[pid][0], "text": passage}
+              for pid, passages_of in cut.items() for k, passage in enumerate(passages_of) if (pid, k) not in removed]
+    return corpus, answerable + unanswerable
+
+
+def squad2_siblings(data: Path, per_kind: int) -> tuple[list[dict], list[dict]]:
+    paragraphs = {r["_id"]: (r["title"], r["text"]) for r in read_jsonl(data / "squad2_subset" / "corpus.jsonl")}
+    records = sorted((r for r in read_jsonl(data / "squad2_subset" / "questions.jsonl") if r["answerable"]),
+                     key=lambda r: hashlib.sha1(r["id"].encode()).hexdigest())
+    asked = [(r["id"], r["question"], r["context_passage_id"], r["answers"]) for r in records]
+    return siblings("squad2-siblings", paragraphs, asked, "en", 240, per_kind)
+
+
+def cmrc2018_siblings(data: Path, per_kind: int) -> tuple[list[dict], list[dict]]:
+    folder = data / "cmrc2018_beir"
+    paragraphs = {r["_id"]: (r.get("title", ""), r["text"]) for r in read_jsonl(folder / "corpus.jsonl")}
+    queries = {r["_id"]: r for r in read_jsonl(folder / "queries.jsonl")}
+    relevant = {q: d for q, d in read_qrels(folder / "qrels" / "dev.tsv").items() if q in queries and len(d) == 1}
+    chosen = sorted(relevant, key=lambda q: hashlib.sha1(q.encode()).hexdigest())
+    asked = [(q, queries[q]["text"], min(relevant[q]), queries[q].get("metadata", {}).get("answers", []))
+             for q in chosen]
+    return siblings("cmrc-siblings", paragraphs, asked, "zh", 160, per_kind)
 
 
 def samples() -> tuple[list[dict], list[dict]]:
@@ -168,6 +236,8 @@ def main() -> None:
     write(args.out, "squad2", *squad2(args.data, args.squad_per_kind))
     write(args.out, "scifact", *scifact(args.data, args.scifact_claims, args.scifact_distractors))
     write(args.out, "cmrc2018", *cmrc2018(args.data, args.cmrc_questions, args.cmrc_distractors))
+    write(args.out, "squad2-siblings", *squad2_siblings(args.data, args.squad_per_kind))
+    write(args.out, "cmrc2018-siblings", *cmrc2018_siblings(args.data, args.cmrc_questions))
     write(args.out, "samples", *samples())
 
 

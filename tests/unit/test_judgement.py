@@ -7,6 +7,7 @@ built here; the LLM judge and generator talk to the local chat stand-in.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -444,3 +445,18 @@ def test_the_split_is_fixed_by_question_id():
     question = eval_answers.Question("56ddde6b9a695914005b9628", "q", True, (), (), "en")
     parts = {eval_answers.Question(f"id-{i}", "q", True, (), (), "en").part for i in range(20)}
     assert parts == {"tune", "unseen"} and question.part == question.part
+
+
+def test_questions_of_one_group_share_a_part(tmp_path):
+    """Questions on one paragraph go to one part, whatever their ids; without a group the id decides."""
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "question": "q", "answerable": True,
+                                        "group": f"paragraph-{i % 3}"}) + "\n" for i in range(30)))
+    questions = eval_answers.load_questions(path)
+    by_group: dict[str, set[str]] = {}
+    for question in questions:
+        by_group.setdefault(question.group, set()).add(question.part)
+    assert len(by_group) == 3 and all(len(parts) == 1 for parts in by_group.values())
+    # the ids alone would have split each group: the group, not the id, decided
+    assert all(len({eval_answers.Question(q.id, "q", True, (), (), "").part for q in questions
+                    if q.group == group}) == 2 for group in by_group)

@@ -211,6 +211,36 @@ def test_fit_separates_and_keeps_the_target_answer_rate():
     assert all(w > 0 for w in model.weights)
 
 
+def _forms(rng, questions: int, claims: int) -> tuple[list[dict], list[bool]]:
+    """Answerable and unanswerable questions and statements; a statement's evidence scores lower."""
+    rows, labels = [], []
+    for form, count, shift in ((0.0, questions, 0.0), (1.0, claims, -0.25)):
+        for answerable, centre in ((True, 0.8), (False, 0.45)):
+            rows += [{"coverage": float(rng.normal(centre + shift, 0.1)), "claim_form": form} for _ in range(count)]
+            labels += [answerable] * count
+    return rows, labels
+
+
+def test_fit_answers_the_target_share_of_questions_and_of_statements_alike():
+    """A threshold on the pooled rows would answer the many questions and too few statements: the `claim_form`
+    weight is set so that one threshold answers 90% of either form's answerable rows."""
+    rows, labels = _forms(np.random.default_rng(5), questions=300, claims=60)
+    model = fit(rows, labels, target_answer_rate=0.9, features=("coverage", "claim_form"))
+    for form in (0.0, 1.0):
+        answered = [probability(model, r) >= model.threshold for r, y in zip(rows, labels) if y and r["claim_form"] == form]
+        assert 0.89 <= np.mean(answered) <= 0.92, form
+    pooled = fit(rows, labels, target_answer_rate=0.9, features=("coverage",))
+    claims = [probability(pooled, r) >= pooled.threshold for r, y in zip(rows, labels) if y and r["claim_form"]]
+    assert np.mean(claims) < 0.7  # what the per-form calibration corrects
+
+
+def test_fit_with_too_few_statements_sets_one_threshold_for_all():
+    rows, labels = _forms(np.random.default_rng(6), questions=100, claims=5)
+    model = fit(rows, labels, target_answer_rate=0.9, features=("coverage", "claim_form"))
+    answered = [probability(model, r) >= model.threshold for r, y in zip(rows, labels) if y]
+    assert 0.89 <= np.mean(answered) <= 0.92
+
+
 @pytest.mark.parametrize("rows, labels, message", [
     pytest.param([{"coverage": 1.0}] * 20, [True] * 20, "both kinds", id="one-kind"),
     pytest.param([{"coverage": 1.0}] * 4, [True, False] * 2, "at least 10", id="too-few"),

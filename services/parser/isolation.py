@@ -31,6 +31,10 @@ from services.parser.formats import ParsedDocument, ReadOptions
 log = logging.getLogger("ragkb.parser")
 WARM_UP_TEXT = b"Warm-up.\n\nA few words read once, so that the first file does not pay for the imports.\n"
 WARM_UP_TIMEOUT_S = 600.0
+# glibc's dynamic loader ends the process with this code when it cannot allocate a library's thread-local data,
+# which a worker at its address-space cap can meet instead of a MemoryError (a library's TLS is allocated on
+# its first use in a thread, possibly mid-parse); the parse then ran out of its memory budget
+LOADER_OUT_OF_MEMORY = 127
 
 
 def _serve(connection) -> None:
@@ -185,6 +189,11 @@ class ParseWorkers:
                 self._discard(worker)
                 code = worker.process.exitcode
                 log.error("parse worker died reading %r (exit code %s)", filename, code)
+                if code == LOADER_OUT_OF_MEMORY:
+                    raise errors.ParseError(errors.MEMORY_LIMIT,
+                                            f"{filename!r} needed more than {options.max_memory_mb} MB of memory to "
+                                            "parse; the parse was stopped (the parser process ran out of memory "
+                                            "for a library's thread-local data)") from None
                 raise errors.ParseError(errors.PARSER_CRASHED,
                                         f"the parser process died while reading {filename!r} "
                                         f"(exit code {code}); the file may be malformed or need more than "

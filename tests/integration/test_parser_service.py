@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import email.message
 import io
+import multiprocessing
+import os
 
 import grpc
 import pytest
@@ -11,7 +13,7 @@ from docx import Document
 
 from services.parser import errors
 from services.parser.formats import ReadOptions
-from services.parser.isolation import ParseWorkers
+from services.parser.isolation import LOADER_OUT_OF_MEMORY, ParseWorkers, _Worker
 from services.parser.main import build
 from shared.clients import ParserClient
 from shared.config import Settings
@@ -103,6 +105,34 @@ def test_a_parse_past_its_timeout_is_stopped_and_the_pool_keeps_working():
         with pytest.raises(errors.ParseError) as caught:
             workers.read("blank.txt", b" \n\t", ReadOptions(), 120)
         assert caught.value.reason == errors.WHITESPACE_ONLY
+    finally:
+        workers.close()
+
+
+def _die_as_the_loader_does_out_of_memory(connection) -> None:
+    connection.recv()
+    os._exit(LOADER_OUT_OF_MEMORY)
+
+
+def test_a_worker_the_loader_ends_for_lack_of_memory_is_reported_over_its_memory_limit():
+    """At its address-space cap a worker can die in glibc's loader (a library's thread-local data allocated on
+    first use, exit 127) instead of raising MemoryError: that file needed more memory than its budget."""
+    workers = ParseWorkers(1)
+    try:
+        dying = object.__new__(_Worker)
+        dying.connection, child = multiprocessing.get_context("fork").Pipe()
+        dying.process = multiprocessing.get_context("fork").Process(target=_die_as_the_loader_does_out_of_memory,
+                                                                    args=(child,), daemon=True)
+        dying.process.start()
+        child.close()
+        workers._all.add(dying)
+        workers._idle.put(dying)
+        with pytest.raises(errors.ParseError) as caught:
+            workers.read("big.html", b"<p>big</p>", ReadOptions(max_memory_mb=64), 60)
+        assert caught.value.reason == errors.MEMORY_LIMIT and "more than 64 MB" in caught.value.message
+        assert dying not in workers._all  # discarded; the next read gets a fresh worker
+        document = workers.read("note.md", b"# Note\n\nStill serving.", ReadOptions(), 120)
+        assert [b.text for b in document.blocks] == ["Note", "Still serving."]
     finally:
         workers.close()
 

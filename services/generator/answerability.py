@@ -167,7 +167,9 @@ def _calibrate_claims(model: AnswerabilityModel, claims: Sequence[Mapping[str, f
     """Shift the `claim_form` weight so the threshold (set on questions) also answers `target_answer_rate` of the
     answerable statements: a claim's evidence scores lower than a question's, and a threshold set on the pooled
     rows would answer the more numerous form at the other's expense."""
-    logit = math.log(model.threshold / (1 - model.threshold)) if 0 < model.threshold < 1 else 0.0
+    if model.threshold <= 0:
+        return model  # every row is answered whatever its form
+    logit = math.log(model.threshold / (1 - model.threshold))
     z = sorted(model.bias + sum(w * row.get(f, 0.0) for f, w in zip(model.features, model.weights)) for row in claims)
     needed = z[min(len(z) - 1, int(math.floor((1 - target_answer_rate) * len(z))))]
     weights = list(model.weights)

@@ -1,7 +1,8 @@
 """Answer quality on the development sets, and the shipped answerability defaults fitted on their tune parts.
 
     python scripts/bench/answer_sets.py            # once: builds the sets from ../shared/data
-    python scripts/bench/answer_quality.py [--sets squad2,scifact,cmrc2018,samples] [--fresh]
+    python scripts/bench/answer_quality.py [--sets squad2,squad2-siblings,scifact,cmrc2018,cmrc2018-siblings,samples]
+                                           [--fresh]
 
 1. Every question of every set runs through the product's pipeline (`ragkb.eval_answers`), with
    an answerability gate that lets everything through, so each question's answer, citations and
@@ -126,7 +127,7 @@ def replay(outcomes: list[eval_answers.Outcome], models: dict[str, Answerability
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR)
-    parser.add_argument("--sets", default="squad2,scifact,cmrc2018,samples")
+    parser.add_argument("--sets", default="squad2,squad2-siblings,scifact,cmrc2018,cmrc2018-siblings,samples")
     parser.add_argument("--target-answer-rate", type=float, default=0.9)
     parser.add_argument("--limit", default="", help="N: the first N questions of each set; or SET=N,SET=N for some sets")
     parser.add_argument("--fresh", action="store_true", help="re-run retrieval instead of replaying the kept sources")

@@ -155,11 +155,15 @@ def _both_forms(answerable: Sequence[Mapping[str, float]], features: Sequence[st
     return CLAIM_FORM in features and MIN_PER_FORM <= claims <= len(answerable) - MIN_PER_FORM
 
 
+def _lowest_answered(values: Sequence[float], target_answer_rate: float) -> float:
+    """The lowest of the values that the `target_answer_rate` share with the highest values reaches."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(math.floor((1 - target_answer_rate) * len(ordered))))]
+
+
 def _cut(scores: Sequence[float], target_answer_rate: float) -> float:
     """The threshold that answers `target_answer_rate` of the (answerable) rows with these scores."""
-    ordered = sorted(scores)
-    cut = ordered[min(len(ordered) - 1, int(math.floor((1 - target_answer_rate) * len(ordered))))]
-    return round(max(0.0, cut - 1e-6), 6)
+    return round(max(0.0, _lowest_answered(scores, target_answer_rate) - 1e-6), 6)
 
 
 def _calibrate_claims(model: AnswerabilityModel, claims: Sequence[Mapping[str, float]],
@@ -170,8 +174,8 @@ def _calibrate_claims(model: AnswerabilityModel, claims: Sequence[Mapping[str, f
     if model.threshold <= 0:
         return model  # every row is answered whatever its form
     logit = math.log(model.threshold / (1 - model.threshold))
-    z = sorted(model.bias + sum(w * row.get(f, 0.0) for f, w in zip(model.features, model.weights)) for row in claims)
-    needed = z[min(len(z) - 1, int(math.floor((1 - target_answer_rate) * len(z))))]
+    needed = _lowest_answered([model.bias + sum(w * row.get(f, 0.0) for f, w in zip(model.features, model.weights))
+                               for row in claims], target_answer_rate)
     weights = list(model.weights)
     index = model.features.index(CLAIM_FORM)
     weights[index] = round(weights[index] + (logit - needed) + 1e-5, 5)

@@ -263,8 +263,13 @@ class RerankerClient(_ServiceClient):
     stub_class = reranker_pb2_grpc.RerankerServiceStub
 
     def rerank(self, kb: str, query: str, candidates: list[chunk_pb2.Candidate], *, top_n: int = 0,
-               timeout_s: float | None = None) -> reranker_pb2.RerankResponse:
+               timeout_s: float | None = None,
+               split_parts: list[chunk_pb2.KnowledgeChunk] | None = None) -> reranker_pb2.RerankResponse:
+        """`split_parts`: the split candidates' parts as retrieval read them (None: the reranker reads them)."""
         request = reranker_pb2.RerankRequest(kb=kb, query=query, candidates=candidates, top_n=top_n)
+        if split_parts is not None:
+            request.split_parts.SetInParent()
+            request.split_parts.chunks.extend(split_parts)
         return self._call("Rerank", request, timeout_s=timeout_s, idempotent=True)
 
 

@@ -10,6 +10,8 @@ and the other route still answers.
 For an answer (`with_vectors`), the fused candidates carry the vectors the indexer stored for them
 (`KnowledgeChunk.vectors`: the chunk's and its sentences', read by id under the same filter as the
 searches), and the result carries the dense route's query vector, so the generator embeds neither.
+With `with_parts`, it also carries every part of the split blocks among the fused candidates, read while
+their vectors are, so the reranker restores those blocks without a call back to this service.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class RetrievalResult:
     fusion: str = ""
     sparse: list[chunk_pb2.Candidate] = field(default_factory=list)  # only for an embedder with lexical weights
     query_vector: chunk_pb2.QueryVector | None = None  # the dense route's, when it answered
+    split_parts: list[chunk_pb2.KnowledgeChunk] | None = None  # with `with_parts`, unless reading them failed
 
 
 def fusion_spec(config: RetrieverConfig) -> FusionSpec:
@@ -79,7 +82,7 @@ class Retriever:
         self.hit_reads = HitReads()  # per-text competence reads, shared by every KB (keys name the model)
 
     def retrieve(self, kb: KBConfig, query: str, search_filter: chunk_pb2.SearchFilter, *, top_k: int = 0,
-                 candidate_depth: int = 0, with_vectors: bool = False) -> RetrievalResult:
+                 candidate_depth: int = 0, with_vectors: bool = False, with_parts: bool = False) -> RetrievalResult:
         # a bad filter is the caller's error, not a route failure: check it before the routes run
         require_namespaces(search_filter)
         metadata_pairs(search_filter)
@@ -93,7 +96,11 @@ class Retriever:
         def bm25_route():
             started = time.perf_counter()
             keyword = components.keyword_store_for(kb, self._settings, self._registry)
-            return keyword.search(query, search_filter, bm25_depth), _ms(started)
+            hits = keyword.search(query, search_filter, bm25_depth)
+            namespaces, groups = split_groups(hits[:top_k])
+            if with_parts and groups:  # looked up while the dense route still runs: most of them get fused
+                parts_ahead.append(self._pool.submit(self._group_parts, kb, namespaces, groups))
+            return hits, _ms(started)
 
         def dense_route():
             started = time.perf_counter()
@@ -108,6 +115,7 @@ class Retriever:
             return vector.search_sparse(embedder.sparse_query(query), search_filter, dense_depth), _ms(started)
 
         embedded: list = []  # the dense route's query vector
+        parts_ahead: list[futures.Future] = []  # the BM25 route's split hits' parts
         # the dense route first: it waits for the model thread almost at once, and a BM25 route started
         # before it would hold the GIL while the embedding is still to be handed over
         dense = self._pool.submit(dense_route)
@@ -139,10 +147,20 @@ class Retriever:
         spec = fusion_spec(config)
         fused = fuse(lists, weights, spec, top_k=top_k)
         stages["fusion"] = _ms(started)
+        split_parts = None
+        if with_parts:
+            started = time.perf_counter()
+            split_parts = self._split_parts(kb, fused, parts_ahead)
+            stages["split_parts"] = _ms(started)
         query_vector = None
         if with_vectors and "dense" not in degraded:  # a vector store that just failed is not asked again
             started = time.perf_counter()
-            fused = self._with_vectors(kb, fused, search_filter)
+            # the candidates' and the parts' vectors in one read
+            parts = [chunk_pb2.Candidate(chunk=c) for c in split_parts or ()]
+            carrying = self._with_vectors(kb, fused + parts, search_filter)
+            fused = carrying[:len(fused)]
+            if split_parts is not None:
+                split_parts = [c.chunk for c in carrying[len(fused):]]
             stages["chunk_vectors"] = _ms(started)
             if embedded:
                 query_vector = chunk_pb2.QueryVector(embedder=embedder_key(embedder), text=query,
@@ -150,7 +168,30 @@ class Retriever:
         return RetrievalResult(candidates=fused, bm25=lists.get("bm25", []), dense=lists.get("dense", []),
                                sparse=lists.get("sparse", []), degraded=degraded, weights=weights, language=language, stages=stages,
                                signals=measured.signals, competence=measured.competence, fusion=spec.describe(),
-                               query_vector=query_vector)
+                               query_vector=query_vector, split_parts=split_parts)
+
+    def _split_parts(self, kb: KBConfig, fused: list[chunk_pb2.Candidate],
+                     ahead: list[futures.Future]) -> list[chunk_pb2.KnowledgeChunk] | None:
+        """Every part of the split blocks among `fused`: those the BM25 route looked up `ahead`, the others
+        looked up now. Fails soft: None, and the reranker asks for the parts itself."""
+        namespaces, groups = split_groups(fused)
+        if not groups:
+            return []
+        try:
+            found = [p for p in ahead[0].result() if p.group_id in groups] if ahead else []
+        except Exception as error:  # looked up again below
+            log.warning("split parts looked up ahead failed: %s", error)
+            found = []
+        try:
+            covered = {p.group_id for p in found}
+            missing = [g for g in groups if g not in covered]
+            if missing:
+                found += self._group_parts(kb, namespaces, missing)
+        except Exception as error:
+            log.warning("split parts not read with the candidates: %s", error)
+            return None
+        order = {g: i for i, g in enumerate(groups)}
+        return sorted(found, key=lambda c: (order[c.group_id], c.part_index, c.position))
 
     def _with_vectors(self, kb: KBConfig, fused: list[chunk_pb2.Candidate],
                       search_filter: chunk_pb2.SearchFilter) -> list[chunk_pb2.Candidate]:
@@ -177,22 +218,32 @@ class Retriever:
                         vectors_for: chunk_pb2.SearchFilter | None = None) -> list[chunk_pb2.KnowledgeChunk]:
         """Every part of the given split groups (the reranker restores split blocks with it); with
         `vectors_for` (the caller's filter), each part carries its stored vectors for an answer."""
-        require_namespaces(chunk_pb2.SearchFilter(namespaces=namespaces))
-        try:
-            keyword = components.keyword_store_for(kb, self._settings, self._registry)
-            parts = keyword.chunks_by_group(namespaces, group_ids)
-        except Unavailable as error:
-            # the keyword engine is down: the vector store holds the same chunks, so parts are still restored
-            log.warning("sibling fetch falls back to the vector store: %s", error)
-            vector = components.vector_store_for(kb, self._settings, self._registry)
-            parts = vector.chunks_by_group(namespaces, group_ids)
+        parts = self._group_parts(kb, namespaces, group_ids)
         if vectors_for is None:
             return parts
         candidates = self._with_vectors(kb, [chunk_pb2.Candidate(chunk=c) for c in parts], vectors_for)
         return [c.chunk for c in candidates]
 
+    def _group_parts(self, kb: KBConfig, namespaces: list[str], group_ids: list[str]) -> list[chunk_pb2.KnowledgeChunk]:
+        """The stored parts of the groups, from the keyword store, else from the vector store."""
+        require_namespaces(chunk_pb2.SearchFilter(namespaces=namespaces))
+        try:
+            keyword = components.keyword_store_for(kb, self._settings, self._registry)
+            return keyword.chunks_by_group(namespaces, group_ids)
+        except Unavailable as error:
+            # the keyword engine is down: the vector store holds the same chunks, so parts are still restored
+            log.warning("sibling fetch falls back to the vector store: %s", error)
+            vector = components.vector_store_for(kb, self._settings, self._registry)
+            return vector.chunks_by_group(namespaces, group_ids)
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def split_groups(candidates: list[chunk_pb2.Candidate]) -> tuple[list[str], list[str]]:
+    """(namespaces, group ids) of the split blocks among `candidates`, groups in candidate order."""
+    split = [c.chunk for c in candidates if c.chunk.part_count > 1 and c.chunk.group_id]
+    return sorted({c.namespace for c in split}), list(dict.fromkeys(c.group_id for c in split))
 
 
 def _ms(started: float) -> float:

@@ -23,13 +23,17 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                                           tenancy.scope_filter(request.filter),
                                           top_k=request.top_k,
                                           candidate_depth=request.candidate_depth,
-                                          with_vectors=request.chunk_vectors)
+                                          with_vectors=request.chunk_vectors, with_parts=request.split_parts)
+        split_parts = None
+        if result.split_parts is not None:
+            tenant = tenancy.require()
+            split_parts = chunk_pb2.SplitParts(chunks=[c for c in result.split_parts if tenancy.readable(c, tenant)])
         return retriever_pb2.RetrieveResponse(
             candidates=result.candidates, bm25=result.bm25, dense=result.dense, degraded=result.degraded,
             weights=result.weights, query_language=result.language, route_signals=result.signals,
             competence=result.competence, fusion=result.fusion, sparse=result.sparse,
             stages=[chunk_pb2.StageReport(name=name, ms=ms) for name, ms in result.stages.items()],
-            query_vector=result.query_vector,
+            query_vector=result.query_vector, split_parts=split_parts,
         )
 
     def ChunksByGroup(self, request: retriever_pb2.ChunksByGroupRequest, context) -> retriever_pb2.ChunksByGroupResponse:

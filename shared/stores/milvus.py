@@ -238,6 +238,9 @@ class MilvusVectorStore:
         self.collection = collection_name(kb, model_id, dimension, version)
         self.alias = alias_name(kb)
         self._lock = threading.Lock()
+        # a query's reads (searches, vectors and split parts by id) run side by side against a server, whose
+        # client is a thread-safe gRPC channel; Milvus Lite keeps one call at a time
+        self._reading = contextlib.nullcontext() if self._server else self._lock
         self._has_acl = True
         self.has_sentences = True  # False for a collection created before sentence vectors were stored
         self.model_id = model_id
@@ -531,7 +534,7 @@ class MilvusVectorStore:
     def _search(self, field: str, query, search_params: dict, search_filter: chunk_pb2.SearchFilter,
                 limit: int) -> list[tuple[chunk_pb2.KnowledgeChunk, float]]:
         self._check_acl(search_filter)
-        with self._lock:
+        with self._reading:
             hits = self._client.search(
                 self.collection, data=[query], anns_field=field, limit=limit,
                 filter=filter_expression(search_filter, server=self._server), output_fields=["payload"],
@@ -569,7 +572,7 @@ class MilvusVectorStore:
                       search_filter: chunk_pb2.SearchFilter) -> dict[str, chunk_pb2.ChunkVectors]:
         fields = ["id", "vector", *(["sentences"] if self.has_sentences else [])]
         expr = f"id in {_expr_list(list(dict.fromkeys(chunk_ids)))} and {filter_expression(search_filter, server=self._server)}"
-        with self._lock:
+        with self._reading:
             rows = self._client.query(self.collection, filter=expr, output_fields=fields, timeout=self._timeout,
                                       consistency_level=self._search_consistency)
         key = f"{self.model_id}/{self.dimension}"
@@ -603,7 +606,7 @@ class MilvusVectorStore:
         if not group_ids:
             return []
         expr = f'namespace in {_expr_list(namespaces)} and payload["group_id"] in {_expr_list(group_ids)}'
-        with self._lock:
+        with self._reading:
             rows = self._client.query(self.collection, filter=expr, output_fields=["payload"], timeout=self._timeout)
         chunks = [chunk_from_payload(r["payload"]) for r in rows]
         order = {g: i for i, g in enumerate(group_ids)}

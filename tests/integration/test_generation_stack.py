@@ -2,8 +2,8 @@
 
 The knowledge base uses the bge reranker (a tiny cross-encoder built here, loaded
 through FlagReranker), small chunks so blocks get split, and the `openai`
-generator pointed at the local stand-in. Refusal, part restoration (through the
-retriever's ChunksByGroup RPC), claim checks and both streaming front doors
+generator pointed at the local stand-in. Refusal, part restoration (from the parts
+retrieval reads, or through the retriever's ChunksByGroup RPC), claim checks and both streaming front doors
 (REST SSE, gRPC QueryStream) are checked end to end.
 """
 
@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 
+import grpc
 import httpx
 import pytest
 
 from shared.clients import GatewayClient
-from shared.contracts import gateway_pb2
+from shared.config import KBConfig
+from shared.contracts import chunk_pb2, gateway_pb2, reranker_pb2, reranker_pb2_grpc, retriever_pb2, retriever_pb2_grpc
+from shared.kb_settings import settings_of
 from shared.errors import InvalidArgument, NotFound
 from tests.chat_standin import ChatStandIn, cite_source_containing
 from tests.conftest import LEXICAL_ANSWERABILITY
@@ -49,15 +52,19 @@ def llm_kb(stack, client, standin, tmp_path_factory):
     (stack.settings.data_dir / "profiles.yaml").write_text(
         f"llm: {{standin: {{base_url: '{standin.base_url}', model: standin-model}}}}\n"
         f"models: {{tiny-reranker: '{model_dir}'}}\n", encoding="utf-8")
-    config = f"""
+    config = kb_config_yaml()
+    client.create_kb(KB, config_yaml=config)
+    jobs = ingest_folder(client, KB)
+    assert {j["state"] for j in jobs} == {"done"}, [j["error"] for j in jobs]
+
+
+def kb_config_yaml() -> str:
+    return f"""
 chunker: {{max_chars: 300, overlap_chars: 0}}
 reranker: {{name: bge, model: tiny-reranker, device: cpu, relative_threshold: 0.0, candidate_cap: 20, top_n: 4,
            max_context_tokens: 4000}}
 generator: {{name: openai, profile: standin, max_retries: 0, answerability: {json.dumps(LEXICAL_ANSWERABILITY)}}}
 """
-    client.create_kb(KB, config_yaml=config)
-    jobs = ingest_folder(client, KB)
-    assert {j["state"] for j in jobs} == {"done"}, [j["error"] for j in jobs]
 
 
 @pytest.fixture()
@@ -93,7 +100,7 @@ def test_kept_split_parts_come_with_all_their_siblings_in_order(client, llm_kb, 
         if chunk["part_count"] > 1:
             groups.setdefault(chunk["group_id"], []).append(chunk)
     assert groups, "the small chunker should have split some blocks"
-    assert any(c["metadata"].get("restored_part") == "true" for c in chunks)  # fetched via ChunksByGroup
+    assert any(c["metadata"].get("restored_part") == "true" for c in chunks)  # read with the candidates
     for parts in groups.values():
         assert [p["part_index"] for p in parts] == list(range(1, parts[0]["part_count"] + 1))
         assert [p["metadata"]["part"] for p in parts] == [
@@ -101,6 +108,49 @@ def test_kept_split_parts_come_with_all_their_siblings_in_order(client, llm_kb, 
     positions = [(c["doc_id"], c["position"]) for c in chunks]
     docs = list(dict.fromkeys(d for d, _ in positions))
     assert positions == sorted(positions, key=lambda p: (docs.index(p[0]), p[1]))  # by document, then position
+
+
+def test_retrieval_reads_the_split_parts_and_the_reranker_restores_the_same_context_from_them(stack, llm_kb):
+    """One call fewer per query: the parts come with the candidates. Restoring from them gives the context the
+    reranker's own call to ChunksByGroup gives."""
+    context = chunk_pb2.CallContext(
+        tenant=chunk_pb2.TenantContext(principal="test-root", all_namespaces=True, role="admin"),
+        kb=settings_of(KBConfig.from_yaml(kb_config_yaml(), name=KB)))
+    query = "What does error code E101 mean?"
+    with grpc.insecure_channel(stack.servers["retriever"].address) as retriever_channel, \
+            grpc.insecure_channel(stack.servers["reranker"].address) as reranker_channel:
+        retrieved = retriever_pb2_grpc.RetrieverServiceStub(retriever_channel).Retrieve(retriever_pb2.RetrieveRequest(
+            kb=KB, query=query, filter=chunk_pb2.SearchFilter(namespaces=["default"]), chunk_vectors=True,
+            split_parts=True, context=context))
+        rerank = reranker_pb2_grpc.RerankerServiceStub(reranker_channel).Rerank
+        from_parts = rerank(reranker_pb2.RerankRequest(kb=KB, query=query, candidates=retrieved.candidates,
+                                                       split_parts=retrieved.split_parts, context=context))
+        fetched = rerank(reranker_pb2.RerankRequest(kb=KB, query=query, candidates=retrieved.candidates,
+                                                    context=context))
+    split = {c.chunk.group_id: c.chunk.part_count for c in retrieved.candidates if c.chunk.part_count > 1}
+    assert split, "the small chunker should have split some blocks"
+    parts: dict[str, list[chunk_pb2.KnowledgeChunk]] = {}
+    for part in retrieved.split_parts.chunks:
+        parts.setdefault(part.group_id, []).append(part)
+    assert set(parts) == set(split)
+    for group, count in split.items():
+        assert [p.part_index for p in parts[group]] == list(range(1, count + 1))
+    assert all(p.HasField("vectors") for p in retrieved.split_parts.chunks)  # asked with chunk_vectors
+    assert [c.chunk for c in from_parts.candidates] == [c.chunk for c in fetched.candidates]
+    assert any(c.chunk.metadata.get("restored_part") == "true" for c in from_parts.candidates)
+    assert not any(s.metadata.get("restored_parts") == "0" for s in from_parts.stages if s.name == "assemble")
+
+
+def test_retrieval_reads_no_split_parts_unless_asked(stack, llm_kb):
+    context = chunk_pb2.CallContext(
+        tenant=chunk_pb2.TenantContext(principal="test-root", all_namespaces=True, role="admin"),
+        kb=settings_of(KBConfig.from_yaml(kb_config_yaml(), name=KB)))
+    with grpc.insecure_channel(stack.servers["retriever"].address) as channel:
+        retrieved = retriever_pb2_grpc.RetrieverServiceStub(channel).Retrieve(retriever_pb2.RetrieveRequest(
+            kb=KB, query="What does error code E101 mean?", filter=chunk_pb2.SearchFilter(namespaces=["default"]),
+            context=context))
+    assert any(c.chunk.part_count > 1 for c in retrieved.candidates)
+    assert not retrieved.HasField("split_parts")
 
 
 @pytest.mark.parametrize("question, refusal", UNANSWERABLE)

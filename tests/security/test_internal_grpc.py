@@ -95,6 +95,8 @@ def every_method(stubs, context: chunk_pb2.CallContext | None, target: str, vict
             kb=KB, namespaces=[target], group_ids=[victim.chunk.group_id or victim.chunk.chunk_id], **extra))),
         ("Rerank", lambda: stubs["reranker"].Rerank(reranker_pb2.RerankRequest(
             kb=KB, query="secret", candidates=[victim], **extra))),
+        ("RerankSplitParts", lambda: stubs["reranker"].Rerank(reranker_pb2.RerankRequest(
+            kb=KB, query="secret", split_parts=chunk_pb2.SplitParts(chunks=[victim.chunk]), **extra))),
         ("Generate", lambda: stubs["generator"].Generate(generator_pb2.GenerateRequest(
             kb=KB, query="what is the secret?", sources=[victim], **extra))),
         ("GenerateStream", lambda: list(stubs["generator"].GenerateStream(generator_pb2.GenerateRequest(
@@ -136,7 +138,8 @@ def test_randomized_tenant_crossing_through_every_inner_method(stubs, secure_sta
     for namespace in SECRETS:
         documents = {d["doc_id"] for d in root.list_documents(KB, namespace)}
         assert f"{namespace}-secret.md" in documents and "planted" not in documents
-    for name in ("Retrieve", "DeleteDocument", "IndexDocument", "Rerank", "Generate", "ChunksByGroup"):
+    for name in ("Retrieve", "DeleteDocument", "IndexDocument", "Rerank", "RerankSplitParts", "Generate",
+                 "ChunksByGroup"):
         assert outcomes[name] == {"PERMISSION_DENIED"}, (name, outcomes[name])
 
 

@@ -73,6 +73,7 @@ class Retrieved:
     degraded: list[str] = field(default_factory=list)
     variants: dict[str, list[chunk_pb2.Candidate]] = field(default_factory=dict)  # extra query -> its fused list
     metadata: dict[str, str] = field(default_factory=dict)
+    split_parts: list[chunk_pb2.KnowledgeChunk] | None = None  # parts of the split candidates; None = not read
 
 
 @dataclass
@@ -149,8 +150,11 @@ class GrpcRetriever:
         context.language = main.query_language or context.language
         context.query_vector = main.query_vector if main.HasField("query_vector") else None
         variants = {}
+        parts = _SplitParts(main)
         for extra in query.extra_queries:
-            variants[extra] = list(self._client.retrieve(self._request(extra, context)).candidates)
+            response = self._client.retrieve(self._request(extra, context))
+            variants[extra] = list(response.candidates)
+            parts.add(response)
         candidates = list(main.candidates)
         if variants:
             candidates = rrf_merge([candidates, *variants.values()], k=self._rrf_k,
@@ -164,12 +168,33 @@ class GrpcRetriever:
             **{f"{s.name}_ms": f"{s.ms:g}" for s in main.stages},
         }
         return Retrieved(candidates=candidates, bm25=list(main.bm25), dense=list(main.dense),
-                         degraded=list(main.degraded), variants=variants, metadata=metadata)
+                         degraded=list(main.degraded), variants=variants, metadata=metadata,
+                         split_parts=parts.chunks)
 
     @staticmethod
     def _request(query: str, context: QueryContext) -> retriever_pb2.RetrieveRequest:
         return retriever_pb2.RetrieveRequest(kb=context.kb, query=query, filter=context.search_filter(),
-                                             top_k=context.top_k, chunk_vectors=True)
+                                             top_k=context.top_k, chunk_vectors=True, split_parts=True)
+
+
+class _SplitParts:
+    """The split parts of every retrieval of one query, once each; None once any retrieval did not read them."""
+
+    def __init__(self, first: retriever_pb2.RetrieveResponse):
+        self.chunks: list[chunk_pb2.KnowledgeChunk] | None = []
+        self._seen: set[str] = set()
+        self.add(first)
+
+    def add(self, response: retriever_pb2.RetrieveResponse) -> None:
+        if self.chunks is None:
+            return
+        if not response.HasField("split_parts"):
+            self.chunks = None
+            return
+        for chunk in response.split_parts.chunks:
+            if chunk.chunk_id not in self._seen:
+                self._seen.add(chunk.chunk_id)
+                self.chunks.append(chunk)
 
 
 def _pairs(values) -> str:
@@ -184,7 +209,8 @@ class GrpcPostProcessor:
 
     def postprocess(self, query: str, retrieved: Retrieved, context: QueryContext, *,
                     timeout_s: float | None = None) -> Refined:
-        response = self._client.rerank(context.kb, query, retrieved.candidates, timeout_s=timeout_s)
+        response = self._client.rerank(context.kb, query, retrieved.candidates, timeout_s=timeout_s,
+                                       split_parts=retrieved.split_parts)
         return Refined(candidates=list(response.candidates), dropped=list(response.dropped),
                        metadata={"model": response.model, "kept": str(len(response.candidates)),
                                  "dropped": str(len(response.dropped))})

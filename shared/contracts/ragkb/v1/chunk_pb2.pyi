@@ -116,6 +116,12 @@ class QueryVector(_message.Message):
     vector: bytes
     def __init__(self, embedder: _Optional[str] = ..., text: _Optional[str] = ..., vector: _Optional[bytes] = ...) -> None: ...
 
+class SplitParts(_message.Message):
+    __slots__ = ("chunks",)
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    chunks: _containers.RepeatedCompositeFieldContainer[KnowledgeChunk]
+    def __init__(self, chunks: _Optional[_Iterable[_Union[KnowledgeChunk, _Mapping]]] = ...) -> None: ...
+
 class SourceInfo(_message.Message):
     __slots__ = ("uri", "page", "updated_at", "mime_type", "title")
     URI_FIELD_NUMBER: _ClassVar[int]

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from shared.contracts.ragkb.v1 import chunk_pb2 as ragkb_dot_v1_dot_chunk__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragkb/v1/reranker.proto\x12\x08ragkb.v1\x1a\x14ragkb/v1/chunk.proto\"\x8a\x01\n\rRerankRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\'\n\ncandidates\x18\x03 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12\r\n\x05top_n\x18\x04 \x01(\x05\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"C\n\x10\x44roppedCandidate\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\"\xc3\x01\n\x0eRerankResponse\x12\'\n\ncandidates\x18\x01 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12+\n\x07\x64ropped\x18\x02 \x03(\x0b\x32\x1a.ragkb.v1.DroppedCandidate\x12\r\n\x05model\x18\x03 \x01(\t\x12%\n\x06stages\x18\x04 \x03(\x0b\x32\x15.ragkb.v1.StageReport\x12%\n\x06groups\x18\x05 \x03(\x0b\x32\x15.ragkb.v1.SourceGroup\"@\n\x0bSourceGroup\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x0e\n\x06header\x18\x02 \x01(\t\x12\x11\n\tchunk_ids\x18\x03 \x03(\t2N\n\x0fRerankerService\x12;\n\x06Rerank\x12\x17.ragkb.v1.RerankRequest\x1a\x18.ragkb.v1.RerankResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragkb/v1/reranker.proto\x12\x08ragkb.v1\x1a\x14ragkb/v1/chunk.proto\"\xb5\x01\n\rRerankRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\'\n\ncandidates\x18\x03 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12\r\n\x05top_n\x18\x04 \x01(\x05\x12)\n\x0bsplit_parts\x18\x05 \x01(\x0b\x32\x14.ragkb.v1.SplitParts\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"C\n\x10\x44roppedCandidate\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\"\xc3\x01\n\x0eRerankResponse\x12\'\n\ncandidates\x18\x01 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12+\n\x07\x64ropped\x18\x02 \x03(\x0b\x32\x1a.ragkb.v1.DroppedCandidate\x12\r\n\x05model\x18\x03 \x01(\t\x12%\n\x06stages\x18\x04 \x03(\x0b\x32\x15.ragkb.v1.StageReport\x12%\n\x06groups\x18\x05 \x03(\x0b\x32\x15.ragkb.v1.SourceGroup\"@\n\x0bSourceGroup\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x0e\n\x06header\x18\x02 \x01(\t\x12\x11\n\tchunk_ids\x18\x03 \x03(\t2N\n\x0fRerankerService\x12;\n\x06Rerank\x12\x17.ragkb.v1.RerankRequest\x1a\x18.ragkb.v1.RerankResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,13 +33,13 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragkb.v1.reranker_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RERANKREQUEST']._serialized_start=60
-  _globals['_RERANKREQUEST']._serialized_end=198
-  _globals['_DROPPEDCANDIDATE']._serialized_start=200
-  _globals['_DROPPEDCANDIDATE']._serialized_end=267
-  _globals['_RERANKRESPONSE']._serialized_start=270
-  _globals['_RERANKRESPONSE']._serialized_end=465
-  _globals['_SOURCEGROUP']._serialized_start=467
-  _globals['_SOURCEGROUP']._serialized_end=531
-  _globals['_RERANKERSERVICE']._serialized_start=533
-  _globals['_RERANKERSERVICE']._serialized_end=611
+  _globals['_RERANKREQUEST']._serialized_end=241
+  _globals['_DROPPEDCANDIDATE']._serialized_start=243
+  _globals['_DROPPEDCANDIDATE']._serialized_end=310
+  _globals['_RERANKRESPONSE']._serialized_start=313
+  _globals['_RERANKRESPONSE']._serialized_end=508
+  _globals['_SOURCEGROUP']._serialized_start=510
+  _globals['_SOURCEGROUP']._serialized_end=574
+  _globals['_RERANKERSERVICE']._serialized_start=576
+  _globals['_RERANKERSERVICE']._serialized_end=654
 # @@protoc_insertion_point(module_scope)

@@ -8,18 +8,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RerankRequest(_message.Message):
-    __slots__ = ("kb", "query", "candidates", "top_n", "context")
+    __slots__ = ("kb", "query", "candidates", "top_n", "split_parts", "context")
     KB_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     TOP_N_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_PARTS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     kb: str
     query: str
     candidates: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
     top_n: int
+    split_parts: _chunk_pb2.SplitParts
     context: _chunk_pb2.CallContext
-    def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., candidates: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., top_n: _Optional[int] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
+    def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., candidates: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., top_n: _Optional[int] = ..., split_parts: _Optional[_Union[_chunk_pb2.SplitParts, _Mapping]] = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class DroppedCandidate(_message.Message):
     __slots__ = ("chunk_id", "reason", "score")

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from shared.contracts.ragkb.v1 import chunk_pb2 as ragkb_dot_v1_dot_chunk__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18ragkb/v1/retriever.proto\x12\x08ragkb.v1\x1a\x14ragkb/v1/chunk.proto\"\x88\x01\n\x14\x43hunksByGroupRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x12\n\nnamespaces\x18\x02 \x03(\t\x12\x11\n\tgroup_ids\x18\x03 \x03(\t\x12\x15\n\rchunk_vectors\x18\x04 \x01(\x08\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"A\n\x15\x43hunksByGroupResponse\x12(\n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x18.ragkb.v1.KnowledgeChunk\"\xbb\x01\n\x0fRetrieveRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12&\n\x06\x66ilter\x18\x03 \x01(\x0b\x32\x16.ragkb.v1.SearchFilter\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12\x17\n\x0f\x63\x61ndidate_depth\x18\x05 \x01(\x05\x12\x15\n\rchunk_vectors\x18\x06 \x01(\x08\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"\x8c\x05\n\x10RetrieveResponse\x12\'\n\ncandidates\x18\x01 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12!\n\x04\x62m25\x18\x02 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12\"\n\x05\x64\x65nse\x18\x03 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12\x10\n\x08\x64\x65graded\x18\x04 \x03(\t\x12\x38\n\x07weights\x18\x05 \x03(\x0b\x32\'.ragkb.v1.RetrieveResponse.WeightsEntry\x12\x16\n\x0equery_language\x18\x06 \x01(\t\x12%\n\x06stages\x18\x07 \x03(\x0b\x32\x15.ragkb.v1.StageReport\x12\x43\n\rroute_signals\x18\x14 \x03(\x0b\x32,.ragkb.v1.RetrieveResponse.RouteSignalsEntry\x12>\n\ncompetence\x18\x15 \x03(\x0b\x32*.ragkb.v1.RetrieveResponse.CompetenceEntry\x12\x0e\n\x06\x66usion\x18\x16 \x01(\t\x12#\n\x06sparse\x18\x17 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12+\n\x0cquery_vector\x18\x18 \x01(\x0b\x32\x15.ragkb.v1.QueryVector\x1a.\n\x0cWeightsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a\x33\n\x11RouteSignalsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a\x31\n\x0f\x43ompetenceEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x32\xa7\x01\n\x10RetrieverService\x12\x41\n\x08Retrieve\x12\x19.ragkb.v1.RetrieveRequest\x1a\x1a.ragkb.v1.RetrieveResponse\x12P\n\rChunksByGroup\x12\x1e.ragkb.v1.ChunksByGroupRequest\x1a\x1f.ragkb.v1.ChunksByGroupResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18ragkb/v1/retriever.proto\x12\x08ragkb.v1\x1a\x14ragkb/v1/chunk.proto\"\x88\x01\n\x14\x43hunksByGroupRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x12\n\nnamespaces\x18\x02 \x03(\t\x12\x11\n\tgroup_ids\x18\x03 \x03(\t\x12\x15\n\rchunk_vectors\x18\x04 \x01(\x08\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"A\n\x15\x43hunksByGroupResponse\x12(\n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x18.ragkb.v1.KnowledgeChunk\"\xd0\x01\n\x0fRetrieveRequest\x12\n\n\x02kb\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12&\n\x06\x66ilter\x18\x03 \x01(\x0b\x32\x16.ragkb.v1.SearchFilter\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12\x17\n\x0f\x63\x61ndidate_depth\x18\x05 \x01(\x05\x12\x15\n\rchunk_vectors\x18\x06 \x01(\x08\x12\x13\n\x0bsplit_parts\x18\x07 \x01(\x08\x12&\n\x07\x63ontext\x18\x64 \x01(\x0b\x32\x15.ragkb.v1.CallContext\"\xb7\x05\n\x10RetrieveResponse\x12\'\n\ncandidates\x18\x01 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12!\n\x04\x62m25\x18\x02 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12\"\n\x05\x64\x65nse\x18\x03 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12\x10\n\x08\x64\x65graded\x18\x04 \x03(\t\x12\x38\n\x07weights\x18\x05 \x03(\x0b\x32\'.ragkb.v1.RetrieveResponse.WeightsEntry\x12\x16\n\x0equery_language\x18\x06 \x01(\t\x12%\n\x06stages\x18\x07 \x03(\x0b\x32\x15.ragkb.v1.StageReport\x12\x43\n\rroute_signals\x18\x14 \x03(\x0b\x32,.ragkb.v1.RetrieveResponse.RouteSignalsEntry\x12>\n\ncompetence\x18\x15 \x03(\x0b\x32*.ragkb.v1.RetrieveResponse.CompetenceEntry\x12\x0e\n\x06\x66usion\x18\x16 \x01(\t\x12#\n\x06sparse\x18\x17 \x03(\x0b\x32\x13.ragkb.v1.Candidate\x12+\n\x0cquery_vector\x18\x18 \x01(\x0b\x32\x15.ragkb.v1.QueryVector\x12)\n\x0bsplit_parts\x18\x19 \x01(\x0b\x32\x14.ragkb.v1.SplitParts\x1a.\n\x0cWeightsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a\x33\n\x11RouteSignalsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a\x31\n\x0f\x43ompetenceEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x32\xa7\x01\n\x10RetrieverService\x12\x41\n\x08Retrieve\x12\x19.ragkb.v1.RetrieveRequest\x1a\x1a.ragkb.v1.RetrieveResponse\x12P\n\rChunksByGroup\x12\x1e.ragkb.v1.ChunksByGroupRequest\x1a\x1f.ragkb.v1.ChunksByGroupResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,15 +43,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHUNKSBYGROUPRESPONSE']._serialized_start=199
   _globals['_CHUNKSBYGROUPRESPONSE']._serialized_end=264
   _globals['_RETRIEVEREQUEST']._serialized_start=267
-  _globals['_RETRIEVEREQUEST']._serialized_end=454
-  _globals['_RETRIEVERESPONSE']._serialized_start=457
-  _globals['_RETRIEVERESPONSE']._serialized_end=1109
-  _globals['_RETRIEVERESPONSE_WEIGHTSENTRY']._serialized_start=959
-  _globals['_RETRIEVERESPONSE_WEIGHTSENTRY']._serialized_end=1005
-  _globals['_RETRIEVERESPONSE_ROUTESIGNALSENTRY']._serialized_start=1007
-  _globals['_RETRIEVERESPONSE_ROUTESIGNALSENTRY']._serialized_end=1058
-  _globals['_RETRIEVERESPONSE_COMPETENCEENTRY']._serialized_start=1060
-  _globals['_RETRIEVERESPONSE_COMPETENCEENTRY']._serialized_end=1109
-  _globals['_RETRIEVERSERVICE']._serialized_start=1112
-  _globals['_RETRIEVERSERVICE']._serialized_end=1279
+  _globals['_RETRIEVEREQUEST']._serialized_end=475
+  _globals['_RETRIEVERESPONSE']._serialized_start=478
+  _globals['_RETRIEVERESPONSE']._serialized_end=1173
+  _globals['_RETRIEVERESPONSE_WEIGHTSENTRY']._serialized_start=1023
+  _globals['_RETRIEVERESPONSE_WEIGHTSENTRY']._serialized_end=1069
+  _globals['_RETRIEVERESPONSE_ROUTESIGNALSENTRY']._serialized_start=1071
+  _globals['_RETRIEVERESPONSE_ROUTESIGNALSENTRY']._serialized_end=1122
+  _globals['_RETRIEVERESPONSE_COMPETENCEENTRY']._serialized_start=1124
+  _globals['_RETRIEVERESPONSE_COMPETENCEENTRY']._serialized_end=1173
+  _globals['_RETRIEVERSERVICE']._serialized_start=1176
+  _globals['_RETRIEVERSERVICE']._serialized_end=1343
 # @@protoc_insertion_point(module_scope)

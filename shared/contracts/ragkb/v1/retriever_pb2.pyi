@@ -28,13 +28,14 @@ class ChunksByGroupResponse(_message.Message):
     def __init__(self, chunks: _Optional[_Iterable[_Union[_chunk_pb2.KnowledgeChunk, _Mapping]]] = ...) -> None: ...
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("kb", "query", "filter", "top_k", "candidate_depth", "chunk_vectors", "context")
+    __slots__ = ("kb", "query", "filter", "top_k", "candidate_depth", "chunk_vectors", "split_parts", "context")
     KB_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_DEPTH_FIELD_NUMBER: _ClassVar[int]
     CHUNK_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_PARTS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     kb: str
     query: str
@@ -42,11 +43,12 @@ class RetrieveRequest(_message.Message):
     top_k: int
     candidate_depth: int
     chunk_vectors: bool
+    split_parts: bool
     context: _chunk_pb2.CallContext
-    def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., filter: _Optional[_Union[_chunk_pb2.SearchFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., candidate_depth: _Optional[int] = ..., chunk_vectors: bool = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
+    def __init__(self, kb: _Optional[str] = ..., query: _Optional[str] = ..., filter: _Optional[_Union[_chunk_pb2.SearchFilter, _Mapping]] = ..., top_k: _Optional[int] = ..., candidate_depth: _Optional[int] = ..., chunk_vectors: bool = ..., split_parts: bool = ..., context: _Optional[_Union[_chunk_pb2.CallContext, _Mapping]] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
-    __slots__ = ("candidates", "bm25", "dense", "degraded", "weights", "query_language", "stages", "route_signals", "competence", "fusion", "sparse", "query_vector")
+    __slots__ = ("candidates", "bm25", "dense", "degraded", "weights", "query_language", "stages", "route_signals", "competence", "fusion", "sparse", "query_vector", "split_parts")
     class WeightsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +82,7 @@ class RetrieveResponse(_message.Message):
     FUSION_FIELD_NUMBER: _ClassVar[int]
     SPARSE_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_PARTS_FIELD_NUMBER: _ClassVar[int]
     candidates: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
     bm25: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
     dense: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
@@ -92,4 +95,5 @@ class RetrieveResponse(_message.Message):
     fusion: str
     sparse: _containers.RepeatedCompositeFieldContainer[_chunk_pb2.Candidate]
     query_vector: _chunk_pb2.QueryVector
-    def __init__(self, candidates: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., bm25: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., dense: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., weights: _Optional[_Mapping[str, float]] = ..., query_language: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ..., route_signals: _Optional[_Mapping[str, float]] = ..., competence: _Optional[_Mapping[str, float]] = ..., fusion: _Optional[str] = ..., sparse: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., query_vector: _Optional[_Union[_chunk_pb2.QueryVector, _Mapping]] = ...) -> None: ...
+    split_parts: _chunk_pb2.SplitParts
+    def __init__(self, candidates: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., bm25: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., dense: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., weights: _Optional[_Mapping[str, float]] = ..., query_language: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[_chunk_pb2.StageReport, _Mapping]]] = ..., route_signals: _Optional[_Mapping[str, float]] = ..., competence: _Optional[_Mapping[str, float]] = ..., fusion: _Optional[str] = ..., sparse: _Optional[_Iterable[_Union[_chunk_pb2.Candidate, _Mapping]]] = ..., query_vector: _Optional[_Union[_chunk_pb2.QueryVector, _Mapping]] = ..., split_parts: _Optional[_Union[_chunk_pb2.SplitParts, _Mapping]] = ...) -> None: ...

@@ -6,10 +6,10 @@
 Questions are JSONL: `id`, `question`, `answerable`, `gold_doc_ids`, `gold_answers`,
 `language`, and optionally `group` (questions on one topic share it and stay in one part).
 Without `--corpus` the questions run against knowledge base K as it is in the data
-directory (stop a running `ragkb up` first: the embedded stores are single-process). With `--corpus` (JSONL of `_id` + `title`/`text`, or `_id` + `path`
-of a file the real parser reads, relative to the corpus file) a throw-away copy of
-K's config is filled with that corpus in a temporary directory, one document per
-line.
+directory (stop a running `ragkb up` first: the embedded stores are single-process).
+With `--corpus` (JSONL of `_id` + `title`/`text`, or `_id` + `path` of a file the real
+parser reads, relative to the corpus file) a throw-away copy of K's config is filled
+with that corpus in a temporary directory, one document per line.
 
 Every question belongs to a fixed part, `tune` or `unseen`, by a hash of its group or else
 its id: `calibrate` fits on the tune part only, and the report shows both parts.

@@ -97,9 +97,10 @@ class Retriever:
             started = time.perf_counter()
             keyword = components.keyword_store_for(kb, self._settings, self._registry)
             hits = keyword.search(query, search_filter, bm25_depth)
-            namespaces, groups = split_groups(hits[:top_k])
-            if with_parts and groups:  # looked up while the dense route still runs: most of them get fused
-                parts_ahead.append(self._pool.submit(self._group_parts, kb, namespaces, groups))
+            if with_parts:  # looked up while the dense route still runs: most of them get fused
+                namespaces, groups = split_groups(hits[:top_k])
+                if groups:
+                    parts_ahead.append(self._pool.submit(self._group_parts, kb, namespaces, groups))
             return hits, _ms(started)
 
         def dense_route():

@@ -24,7 +24,6 @@ retriever then reports it degraded) instead of hanging a query.
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import re
 import threading
@@ -68,9 +67,9 @@ MAPPINGS = {
 
 _stemmers = threading.local()  # a snowball stemmer keeps state between calls: one per thread
 STEM_CACHE = 200_000  # distinct words remembered (a few tens of MB at most)
+_stems: dict[str, str] = {}  # word -> what `porter` makes of it; a plain dict: one C lookup a known word
 
 
-@functools.lru_cache(maxsize=STEM_CACHE)
 def _stem(word: str) -> str:
     """The snowball stemmer is pure Python (~20 us a word); text repeats its words, so each is stemmed once."""
     stemmer = getattr(_stemmers, "porter", None)
@@ -81,9 +80,18 @@ def _stem(word: str) -> str:
     return stemmer.stemWord(word)
 
 
+def _first_stem(token: str) -> str:
+    stem = _stem(token) if token.isascii() and token.isalpha() else token
+    if len(_stems) >= STEM_CACHE:  # bounded: start again rather than track recency on every look-up
+        _stems.clear()
+    _stems[token] = stem
+    return stem
+
+
 def porter(tokens: Iterable[str]) -> list[str]:
     """Porter-stem plain Latin words (as FTS5's porter tokenizer does); CJK words and numbers stay as they are."""
-    return [_stem(t) if t.isascii() and t.isalpha() else t for t in tokens]
+    known = _stems.get
+    return [known(t) or _first_stem(t) for t in tokens]
 
 
 def index_name(prefix: str, kb: str, version: int = 1) -> str:

@@ -167,7 +167,8 @@ def test_character_shortcut_gives_what_the_tokenizer_gives(embedder):
     texts = ["", "   ", ENGLISH, "x" * 100, "x" * 101, "a" * 150 + " ok", "ATP-binding cassette (ABC) 5'-UTR ~3%",
              "caf\u00e9", "\u00e9" * 100, "\u00e9" * 101, "na\u00efve \u2013 \u2018quoted\u2019 \u03b1-\u03b2 \u00b1 2",
              "ab\x0bcd", "x" * 60 + "\x0b" + "x" * 60, CHINESE,
-             "a [UNK] b", "see [MASK] here", "[unk]"]
+             "a [UNK] b", "see [MASK] here", "[unk]",
+             "a\u0327\u0301 A\u0301\u0327 \u1e09 \u0130stanbul \u01c5 \u1f88 \ufb01 \u2160"]  # marks to reorder, odd cases
     texts += ["".join(rng.choice(ascii_chars) for _ in range(rng.randint(1, 300))) for _ in range(300)]
     texts += ["".join(rng.choice(ascii_chars + other_chars) for _ in range(rng.randint(1, 300))) for _ in range(600)]
     corpus = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact" / "corpus.jsonl"
@@ -175,6 +176,10 @@ def test_character_shortcut_gives_what_the_tokenizer_gives(embedder):
         with open(corpus, encoding="utf-8") as handle:
             texts += [(lambda d: f"{d['title']}\n{d['text']}"[:2000])(json.loads(line)) for line in handle][:1500]
     assert [embedder.unknown_token_share(t) for t in texts] == [tokenized(t) for t in texts]
+    normalize = tokenizer.backend_tokenizer.normalizer.normalize_str
+    for text in texts:  # a character at a time, as the reading normalizes: the same characters, the same words
+        mapped, whole = text.translate(reading._characters), normalize(text)
+        assert sorted(mapped) == sorted(whole) and [len(w) for w in mapped.split(" ")] == [len(w) for w in whole.split(" ")]
     decided = [t for t in texts if reading.cannot_be_unknown(t)]
     assert all(tokenized(t) == 0.0 for t in decided)
     assert any(not t.isascii() for t in decided)  # accented Latin, Greek and typographic punctuation are read too

@@ -9,6 +9,7 @@ restarts. `python -m ragkb.embedded` runs it in the foreground until SIGTERM.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ from services.reranker import main as reranker_main
 from services.retriever import main as retriever_main
 from shared import registry
 from shared.config import Settings
-from shared.server import ServiceServer, is_loopback, run_until_signalled
+from shared.server import ServiceServer, is_loopback, run_until_signalled, settle_heap
 from shared.stores.milvus import close_clients
 
 log = logging.getLogger("ragkb.embedded")
@@ -69,6 +70,8 @@ class EmbeddedStack:
                                 http_port=self.gateway.http.port)
         for server in self.servers.values():
             server.warm_up()
+        settle_heap()
+        for server in self.servers.values():
             server.mark_serving()
         self.gateway.resume_jobs()
         return self
@@ -91,6 +94,7 @@ class EmbeddedStack:
         close_clients()
         self.servers.clear()
         self.gateway = None
+        gc.unfreeze()  # what this stack left behind is the collector's again (settle_heap froze it)
 
 
 def main() -> None:

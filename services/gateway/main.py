@@ -32,7 +32,7 @@ from shared.jobs import JobStore
 from shared.kb import KnowledgeBaseCatalog
 from shared.kb_settings import SettingsResolver, for_catalog
 from shared.profiles import LiveProfiles
-from shared.server import ServiceServer, run_until_signalled
+from shared.server import ServiceServer, run_until_signalled, settle_heap
 from shared.text import detect_language
 
 
@@ -118,6 +118,7 @@ def main() -> None:
     process = build(settings)
     process.start()
     process.grpc.warm_up()
+    settle_heap()
     process.grpc.mark_serving()
     process.resume_jobs()
     run_until_signalled([process.grpc], on_stop=process.http.stop)

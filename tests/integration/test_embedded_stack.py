@@ -1,5 +1,7 @@
 """The spine end to end: REST/gRPC gateway -> parser -> indexer -> retriever -> reranker -> generator."""
 
+import gc
+
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -156,6 +158,8 @@ def test_restart_keeps_the_data(tmp_path):
     settings = Settings(data_dir=tmp_path / "data")
     question = "AMR-7 的最大载重是多少？"
     first_stack = EmbeddedStack(settings, ephemeral_ports=True).start()
+    # warmed up, the stack's long-lived objects are out of the collector's reach, and back in it once stopped
+    assert gc.get_freeze_count() > 0
     try:
         api = RagkbClient(first_stack.http_url)
         api.create_kb("persist")
@@ -163,6 +167,7 @@ def test_restart_keeps_the_data(tmp_path):
         before = api.query("persist", question)
     finally:
         first_stack.stop()
+    assert gc.get_freeze_count() == 0
     second_stack = EmbeddedStack(settings, ephemeral_ports=True).start()
     try:
         after = RagkbClient(second_stack.http_url).query("persist", question)

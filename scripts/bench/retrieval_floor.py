@@ -18,10 +18,11 @@ time, through
   slow both (shared/model_thread.py);
 - ragkb: `Retriever.retrieve` with the KB's default settings, both routes `--depth` deep.
 
-The two alternate query by query, so load from other jobs falls on both alike. Printed: p50
-/p95 of each, the ratio, nDCG@10 of both, and where ragkb's time goes (query embedding,
-BM25 route, dense route's search, competence signals, fusion, and the rest: thread hand-off,
-opening the stores, building the result).
+After the warm-up queries the process settles its heap as the retriever service does
+(`shared.server.settle_heap`). The two alternate query by query, so load from other jobs
+falls on both alike. Printed: p50/p95 of each, the ratio, nDCG@10 of both, and where
+ragkb's time goes (query embedding, BM25 route, dense route's search, competence signals,
+fusion, and the rest: thread hand-off, opening the stores, building the result).
 """
 
 import _setup  # noqa: F401  (thread environment and sys.path first)
@@ -45,6 +46,7 @@ from shared import components, model_thread
 from shared.config import Settings
 from shared.contracts import chunk_pb2
 from shared.kb import KnowledgeBaseCatalog
+from shared.server import settle_heap
 
 KB = "scifact"
 NAMESPACE = "eval"  # the namespace `ragkb.eval.document_chunks` gives its chunks
@@ -175,6 +177,7 @@ def main() -> None:
             for warm in queries[:args.warmup]:
                 floor.search(warm[1], StageClock())
                 retriever.retrieve(kb, warm[1], search_filter, top_k=args.depth, candidate_depth=args.depth)
+            settle_heap()  # as the retriever service does once warmed up
             for qid, query in tqdm(queries, desc="queries", unit="q", file=sys.stderr):
                 judged = data.qrels[qid]
                 clock.spent = {}

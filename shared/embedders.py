@@ -95,7 +95,7 @@ class WordPieceReading:
         self._normalize = backend.normalizer.normalize_str if backend.normalizer is not None else (lambda t: t)
         # BERT's normalizer maps each character on its own (cleaning, CJK spacing, NFD with the marks
         # dropped, lower-casing), so a text is normalized by `str.translate` with each character's mapping,
-        # asked of the normalizer once: ten times faster than the normalizer on the whole text. The one
+        # asked of the normalizer once: a SciFact abstract in 0.06 ms instead of 0.22 ms. The one
         # thing that is not per character, NFD's reordering of a run of combining marks, moves no space and
         # no character in or out, and only which characters occur and how long the words are is read here.
         self._per_character = type(backend.normalizer).__name__ == "BertNormalizer"

@@ -378,20 +378,24 @@ class PostgresServer:
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
-    def _run_as(self) -> dict:
-        return {"user": "postgres", "group": "postgres", "extra_groups": []} if self._as_postgres else {}
+    def _run_as(self) -> list[str]:
+        """The command prefix that drops root for `postgres`. Not Popen's user/group arguments: those make
+        Python fork rather than vfork, so the child runs the parent's pthread_atfork handlers, and gRPC's, in
+        a process with live gRPC threads, once aborted postgres before its exec (SIGABRT, "epoll_wait error:
+        Bad file descriptor")."""
+        return ["setpriv", "--reuid=postgres", "--regid=postgres", "--clear-groups"] if self._as_postgres else []
 
     def start(self, timeout_s: float = 60) -> PostgresServer:
         data, log = self.directory / "data", self.directory / "postgres.log"
-        subprocess.run([str(self.bin / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
-                        "--locale=C"], check=True, capture_output=True, cwd=self.directory, **self._run_as())
+        subprocess.run([*self._run_as(), str(self.bin / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
+                        "-E", "UTF8", "--locale=C"], check=True, capture_output=True, cwd=self.directory)
         with open(log, "ab") as out:
             self.process = subprocess.Popen(
-                [str(self.bin / "postgres"), "-D", str(data), "-p", str(self.port), "-k", str(self.directory),
-                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-                 "-c", "full_page_writes=off", "-c", "max_connections=300"],
+                [*self._run_as(), str(self.bin / "postgres"), "-D", str(data), "-p", str(self.port),
+                 "-k", str(self.directory), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
+                 "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=300"],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.directory,
-                start_new_session=True, **self._run_as())
+                start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

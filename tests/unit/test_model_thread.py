@@ -161,3 +161,37 @@ def test_served_rpcs_count_as_calls_in_flight_while_their_handler_runs():
 
     wrapped.unary_unary(object(), Context())
     assert seen == [1] and model_thread.calls_in_flight() == 0
+
+
+ENTRY_POINTS = ["services.parser.main", "services.indexer.main", "services.retriever.main", "services.reranker.main",
+                "services.generator.main", "services.gateway.main", "services.worker.main", "ragkb.cli"]
+WAIT_POLICY_PROBE = """
+import importlib, json, os, sys
+importlib.import_module(sys.argv[1])
+with open("/proc/self/maps") as maps:
+    gomp_loaded = "libgomp" in maps.read()
+print(json.dumps({"policy": os.environ.get("OMP_WAIT_POLICY"), "torch": "torch" in sys.modules, "gomp": gomp_loaded}))
+"""
+
+
+def _wait_policy_after_import(module: str, env: dict) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    environment = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | env
+    done = subprocess.run([sys.executable, "-c", WAIT_POLICY_PROBE, module], env=environment, capture_output=True,
+                          text=True, timeout=120, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("module", ENTRY_POINTS)
+def test_every_entry_point_sets_a_passive_wait_policy_before_openmp_loads(module):
+    # libgomp reads OMP_WAIT_POLICY once, when torch loads it: the default must be in place by then
+    seen = _wait_policy_after_import(module, {})
+    assert seen == {"policy": "PASSIVE", "torch": False, "gomp": False}
+
+
+def test_an_operators_wait_policy_is_kept():
+    assert _wait_policy_after_import("services.retriever.main", {"OMP_WAIT_POLICY": "ACTIVE"})["policy"] == "ACTIVE"

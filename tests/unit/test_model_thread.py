@@ -1,7 +1,11 @@
 """Every forward pass of a process runs on its one model thread (shared/model_thread.py)."""
 
 import contextlib
+import json
 import multiprocessing
+import os
+import subprocess
+import sys
 import threading
 
 import grpc
@@ -175,11 +179,6 @@ print(json.dumps({"policy": os.environ.get("OMP_WAIT_POLICY"), "torch": "torch" 
 
 
 def _wait_policy_after_import(module: str, env: dict) -> dict:
-    import json
-    import os
-    import subprocess
-    import sys
-
     environment = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | env
     done = subprocess.run([sys.executable, "-c", WAIT_POLICY_PROBE, module], env=environment, capture_output=True,
                           text=True, timeout=120, check=True)

@@ -20,6 +20,7 @@ command -v soffice >/dev/null || { apt-get update -qq && apt-get install -y -qq 
 command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
 # control-plane contract tests run a real PostgreSQL 15 server (started by the tests as the `postgres` user)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || { apt-get update -qq && apt-get install -y -qq postgresql-15; }
+command -v setpriv >/dev/null || { apt-get update -qq && apt-get install -y -qq util-linux; }  # drops root for the test PostgreSQL
 # the /debug page test drives Debian's chromium through chromedriver (no browser download)
 command -v chromedriver >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }
 # a CJK font, so the page's Chinese renders in the screenshot the browser test saves

@@ -41,6 +41,9 @@ CHANNEL_OPTIONS = [
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}:\d+$")
 RETRY_ATTEMPTS = 3
 RETRY_BACKOFF_S = 0.2
+# A blocking unary call is never cancelled by this side (its deadline ends as DEADLINE_EXCEEDED), so
+# CANCELLED means the server dropped it: a replica stopping mid-call cancels what it was serving.
+RETRYABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 
 
 def channel_target(address: str) -> str:
@@ -114,14 +117,15 @@ class _ServiceClient:
         return cached[2]
 
     def _call(self, method: str, request, *, timeout_s: float | None = None, idempotent: bool = False):
-        """Call with a deadline; retry with backoff on UNAVAILABLE when the call is idempotent."""
+        """Call with a deadline; retry with backoff on UNAVAILABLE or a server's CANCELLED when the call is
+        idempotent, so a replica that dies takes none of its calls with it."""
         self._attach(request)
         attempts = RETRY_ATTEMPTS if idempotent else 1
         for attempt in range(1, attempts + 1):
             try:
                 return getattr(self._stub_now(), method)(request, timeout=timeout_s or self.timeout_s)
             except grpc.RpcError as error:
-                if idempotent and error.code() == grpc.StatusCode.UNAVAILABLE and attempt < attempts:
+                if idempotent and error.code() in RETRYABLE_CODES and attempt < attempts:
                     time.sleep(RETRY_BACKOFF_S * 2 ** (attempt - 1))
                     continue
                 raise from_rpc_error(error, service=self.service) from None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from services.retriever.competence import HitReads, effective_weights, measure
 from services.retriever.fusion import FusionSpec, fuse
+from services.retriever.kept_vectors import KeptVectors
 from shared import components
 from shared.config import KBConfig, RetrieverConfig, Settings
 from shared.contracts import chunk_pb2
@@ -80,6 +81,7 @@ class Retriever:
         self._registry = registry or components.storage_registry("retriever")
         self._pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="route")
         self.hit_reads = HitReads()  # per-text competence reads, shared by every KB (keys name the model)
+        self.kept_vectors = KeptVectors()  # answers' chunk vectors read from a Milvus server, shared by every KB
 
     def retrieve(self, kb: KBConfig, query: str, search_filter: chunk_pb2.SearchFilter, *, top_k: int = 0,
                  candidate_depth: int = 0, with_vectors: bool = False, with_parts: bool = False) -> RetrievalResult:
@@ -158,7 +160,7 @@ class Retriever:
             started = time.perf_counter()
             # the candidates' and the parts' vectors in one read
             parts = [chunk_pb2.Candidate(chunk=c) for c in split_parts or ()]
-            carrying = self._with_vectors(kb, fused + parts, search_filter)
+            carrying = self._with_vectors(kb, fused + parts, search_filter, found_by_searches=True)
             fused = carrying[:len(fused)]
             if split_parts is not None:
                 split_parts = [c.chunk for c in carrying[len(fused):]]
@@ -194,13 +196,19 @@ class Retriever:
         order = {g: i for i, g in enumerate(groups)}
         return sorted(found, key=lambda c: (order[c.group_id], c.part_index, c.position))
 
-    def _with_vectors(self, kb: KBConfig, fused: list[chunk_pb2.Candidate],
-                      search_filter: chunk_pb2.SearchFilter) -> list[chunk_pb2.Candidate]:
+    def _with_vectors(self, kb: KBConfig, fused: list[chunk_pb2.Candidate], search_filter: chunk_pb2.SearchFilter,
+                      *, found_by_searches: bool = False) -> list[chunk_pb2.Candidate]:
         """Copies of the fused candidates carrying their stored vectors (read by id with the searches' filter).
-        Fails soft: without them the generator computes the vectors itself."""
+        Candidates `found_by_searches` under that filter (and their split parts) may be answered from
+        `kept_vectors` when the store does not keep what it reads itself. Fails soft: without them the
+        generator computes the vectors itself."""
         try:
             vector = components.vector_store_for(kb, self._settings, self._registry)
-            stored = vector.chunk_vectors([c.chunk.chunk_id for c in fused], search_filter)
+            if found_by_searches and not vector.keeps_read_vectors:
+                stored = self.kept_vectors.vectors(vector.collection, [c.chunk for c in fused],
+                                                   lambda chunk_ids: vector.chunk_vectors(chunk_ids, search_filter))
+            else:
+                stored = vector.chunk_vectors([c.chunk.chunk_id for c in fused], search_filter)
         except Exception as error:  # the answer goes on without them
             log.warning("stored chunk vectors not read: %s", error)
             return fused

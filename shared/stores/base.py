@@ -70,6 +70,10 @@ class VectorStore(Protocol):
 
     has_sentences: bool  # the store keeps chunks' sentence vectors (shared/sentence_vectors.py)
 
+    collection: str  # names the model and dimension: a chunk id's vectors in it never change
+
+    keeps_read_vectors: bool  # `chunk_vectors` answers repeated reads from memory itself
+
     def upsert(self, chunks: Sequence[chunk_pb2.KnowledgeChunk], vectors: np.ndarray,
                sentence_vectors: Sequence[np.ndarray] | None = None) -> None: ...
 

@@ -544,6 +544,11 @@ class MilvusVectorStore:
         return [(chunk_from_payload(hit["entity"]["payload"]), float(hit["distance"]))
                 for hit in hits]
 
+    @property
+    def keeps_read_vectors(self) -> bool:
+        """Whether `chunk_vectors` answers repeated reads from memory itself (a Milvus Lite vector mirror)."""
+        return self._mirror is not None
+
     def chunk_vectors(self, chunk_ids: Sequence[str],
                       search_filter: chunk_pb2.SearchFilter) -> dict[str, chunk_pb2.ChunkVectors]:
         """The stored vectors of the given chunks that `search_filter` lets its caller read (namespaces, ACL,

@@ -17,6 +17,7 @@ import pytest
 from pymilvus import DataType
 
 from ragkb.embedded import EmbeddedStack
+from services.retriever.kept_vectors import KeptVectors
 from shared import components
 from shared.config import Settings
 from shared.contracts import chunk_pb2
@@ -137,6 +138,34 @@ def test_namespace_isolation_across_both_routes(client, samples):
     assert other["chunks"] == [] and other["refused"]
     mine = client.query(samples, "How long does it take to charge the AMR-7?", namespaces=["team-a"])
     assert mine["chunks"] and {c["chunk"]["namespace"] for c in mine["chunks"]} == {"team-a"}
+
+
+def test_an_answers_chunk_vectors_are_read_from_the_server_once_then_kept(client, stack, samples, monkeypatch):
+    read_from_server: list[list[str]] = []
+    handed: list[dict] = []
+    original_read, original_kept = MilvusVectorStore.chunk_vectors, KeptVectors.vectors
+
+    def recording_read(self, chunk_ids, search_filter):
+        read_from_server.append(list(chunk_ids))
+        return original_read(self, chunk_ids, search_filter)
+
+    def recording_kept(self, collection, chunks, read):
+        handed.append(original_kept(self, collection, chunks, read))
+        return handed[-1]
+
+    monkeypatch.setattr(MilvusVectorStore, "chunk_vectors", recording_read)
+    monkeypatch.setattr(KeptVectors, "vectors", recording_kept)
+    question = "How long is a Beacon pairing code valid?"
+    first = client.query(samples, question, namespaces=["team-a"])
+    reads_of_first = len(read_from_server)
+    second = client.query(samples, question, namespaces=["team-a"])
+    assert len(handed) == 2 and handed[0] and set(handed[1]) == set(handed[0])
+    assert len(read_from_server) == reads_of_first, "the second query read no vector from the server"
+    assert second["answer"] == first["answer"] and second["citations"] == first["citations"]
+    # what was kept is what the server holds
+    _, vector = stores_of(stack, samples)
+    stored = original_read(vector, list(handed[1]), only("team-a"))
+    assert stored == handed[1]
 
 
 # ---------------------------------------------------------------- Elasticsearch keyword store

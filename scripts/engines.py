@@ -69,6 +69,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _still_free(port: int) -> int:
+    """`port` when it can still be bound, else a new free port."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return free_port()
+    return port
+
+
 def _wait_http(url: str, ok, timeout_s: float, process: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -224,15 +234,24 @@ class MilvusServer:
         return process.pid if process else None
 
     def start(self, timeout_s: float = 120, attempts: int = 3) -> MilvusServer:
-        """Start and wait until healthy. The package picks its internal ports free, then closes them before the
-        server binds them, so a server starting at the same moment can take one: that start is retried."""
+        """Start and wait until healthy. Its ports are picked free, then closed before the server binds them,
+        so another server starting at the same moment, or an outgoing connection's source port, can take one:
+        that start is retried, on fresh ports for those taken (the proxy port stays: it is the URI)."""
         for attempt in range(1, attempts + 1):
             try:
                 return self._start_once(timeout_s)
             except EngineError as error:
-                if "address already in use" not in str(error) or attempt == attempts:
+                if not self._lost_a_port(str(error)) or attempt == attempts:
                     raise
+                self.health_port = _still_free(self.health_port)
+                self.etcd_ports = tuple(_still_free(port) for port in self.etcd_ports)
         raise AssertionError("unreachable")
+
+    def _lost_a_port(self, error: str) -> bool:
+        """Whether the failed start could not bind a port (the message may sit anywhere in the server's logs)."""
+        logs = [self.base / "logs" / name for name in ("milvus-stdout.log", "milvus-stderr.log")]
+        return any("address already in use" in text
+                   for text in (error, *(log.read_text(errors="replace") for log in logs if log.exists())))
 
     def _start_once(self, timeout_s: float) -> MilvusServer:
         from milvus import MilvusServer as PackagedServer

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import uuid
 
@@ -374,6 +375,21 @@ def test_milvus_bulk_insert_writes_what_upsert_writes_and_never_stores_a_chunk_t
     finally:
         upserted.drop()
         inserted.drop()
+
+
+def test_milvus_server_whose_port_was_taken_before_it_bound_starts_on_a_fresh_one(tmp_path):
+    server = engines.MilvusServer(tmp_path / "milvus")
+    with socket.socket() as squatter:  # e.g. another process's outgoing connection took it as its source port
+        squatter.bind(("127.0.0.1", server.etcd_ports[1]))
+        squatter.listen()
+        taken = server.etcd_ports[1]
+        server.start()
+        try:
+            assert server.etcd_ports[1] != taken
+            client = milvus_client(server.uri)
+            assert client.list_collections() == []
+        finally:
+            server.stop()
 
 
 def test_milvus_server_refuses_a_collection_of_another_dimension(milvus):

@@ -136,10 +136,14 @@ class KnowledgeBaseCatalog:
 
     def get_with_version(self, name: str) -> tuple[KBConfig, int]:
         """The effective config and its config version (higher = newer)."""
-        version, (stored, resolved) = self._load(name)
-        if isinstance(resolved, InvalidArgument):
-            raise FailedPrecondition(f"knowledge base {name!r} cannot be served: {resolved.message}")
-        return resolved, version
+        version, (_, resolved) = self._load(name)
+        return _servable(name, resolved), version
+
+    def servable_tenant_config(self, name: str) -> KBConfig:
+        """`tenant_config` of a KB that `get` would serve (else its error), in one catalog read."""
+        _, (stored, resolved) = self._load(name)
+        _servable(name, resolved)
+        return stored
 
     def version(self, name: str) -> int:
         return self._load(name)[0]
@@ -288,6 +292,13 @@ def _storage_clash(name: str, other: str | None) -> AlreadyExists:
     existing = repr(other) if other else "a knowledge base created at the same moment"
     return AlreadyExists(f"knowledge base {name!r} cannot be created: {existing} already exists and its name differs "
                          "only in '-' and '_', which vector collections spell alike")
+
+
+def _servable(name: str, resolved: KBConfig | InvalidArgument) -> KBConfig:
+    """A KB whose profile the operator has since removed cannot be served: its resolution failed."""
+    if isinstance(resolved, InvalidArgument):
+        raise FailedPrecondition(f"knowledge base {name!r} cannot be served: {resolved.message}")
+    return resolved
 
 
 def _stored(text: str, name: str) -> KBConfig:

@@ -144,8 +144,7 @@ def attach(request, service: str) -> None:
 def for_catalog(catalog: KnowledgeBaseCatalog, name: str) -> chunk_pb2.KnowledgeBaseSettings:
     """A KB's settings as the gateway resolves them once per request: servable under the operator's profiles
     (else NotFound, or FailedPrecondition naming a removed profile), the tenant's config sent on."""
-    catalog.get(name)
-    return settings_of(catalog.tenant_config(name))
+    return settings_of(catalog.servable_tenant_config(name))
 
 
 def carried(request) -> chunk_pb2.KnowledgeBaseSettings | None:

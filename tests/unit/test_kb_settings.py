@@ -9,7 +9,7 @@ import pytest
 from shared import kb_settings
 from shared.config import KBConfig
 from shared.contracts import chunk_pb2, gateway_pb2, generator_pb2, retriever_pb2
-from shared.errors import InvalidArgument, NotFound
+from shared.errors import FailedPrecondition, InvalidArgument, NotFound
 from shared.jobs import JobStore
 from shared.kb import KnowledgeBaseCatalog
 from shared.profiles import LiveProfiles, OperatorProfiles
@@ -63,6 +63,21 @@ def test_the_version_follows_the_content(catalog):
 def test_a_missing_kb_is_not_found(catalog):
     with pytest.raises(NotFound, match="nope"):
         kb_settings.for_catalog(catalog, "nope")
+
+
+def test_a_requests_settings_take_one_catalog_read(catalog, monkeypatch):
+    """The gateway resolves them on every query's path: one look at the stored row, not one per question."""
+    reads: list[str] = []
+    original = type(catalog._rows).stamp
+    monkeypatch.setattr(type(catalog._rows), "stamp", lambda self, name: reads.append(name) or original(self, name))
+    kb_settings.for_catalog(catalog, "handbook")
+    assert reads == ["handbook"]
+
+
+def test_a_kb_whose_profile_the_operator_removed_is_refused_naming_it(catalog, tmp_path):
+    (tmp_path / "profiles.yaml").write_text(PROFILES.replace("llm: {openai:", "llm: {other:"), encoding="utf-8")
+    with pytest.raises(FailedPrecondition, match="'handbook' cannot be served.*openai"):
+        kb_settings.for_catalog(catalog, "handbook")
 
 
 def request_for(settings, kb: str = "handbook", service: str = "retriever"):

@@ -73,6 +73,25 @@ def test_keys_are_stored_as_hashes_and_map_to_role_namespaces_and_groups(tmp_pat
         keys.delete("team-a")
 
 
+
+def test_a_valid_key_takes_one_store_read_and_a_key_with_no_keys_stored_stays_loopback_only(tmp_path, monkeypatch):
+    keys = keys_file(tmp_path)
+    stranger = auth.KEY_PREFIX + "never-created"
+    assert keys.authenticate(stranger, loopback_peer=True) is auth.OPEN  # no key exists yet: loopback only
+    with pytest.raises(auth.Unauthenticated, match="no API keys yet"):
+        keys.authenticate(stranger, loopback_peer=False)
+    raw = keys.create("team-a", role="reader", namespaces=["team-a"])
+    reads: list[str] = []
+    entries = type(keys._entries)
+    for method in ("any", "find"):
+        original = getattr(entries, method)
+        monkeypatch.setattr(entries, method, lambda self, *args, _name=method, _original=original:
+                            reads.append(_name) or _original(self, *args))
+    assert keys.authenticate(raw).name == "team-a"
+    assert reads == ["find"]
+    with pytest.raises(auth.Unauthenticated, match="not valid"):
+        keys.authenticate(stranger, loopback_peer=True)  # once a key exists, loopback needs one too
+
 @pytest.mark.parametrize("entry, message", [
     pytest.param({"name": "x", "role": "owner", "namespaces": ["a"]}, "invalid role 'owner'", id="role"),
     pytest.param({"name": "x y", "role": "reader", "namespaces": ["a"]}, "invalid key name 'x y'", id="name"),

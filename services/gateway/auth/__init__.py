@@ -166,16 +166,19 @@ class KeyStore:
         return self._entries.any()
 
     def authenticate(self, raw_key: str | None, *, loopback_peer: bool = False) -> Principal:
-        """The principal for a presented key; OPEN while no key exists, for loopback callers only."""
-        if not self._entries.any():
-            if loopback_peer or self.open_access:
-                return OPEN
-            raise Unauthenticated("this instance has no API keys yet and answers loopback clients only; "
-                                  "create the first key on the server with `ragkb keys create`")
-        if not raw_key:
-            raise Unauthenticated("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
-        entry = self._entries.find(hash_key(raw_key.strip()))
+        """The principal for a presented key; OPEN while no key exists, for loopback callers only.
+
+        A presented key is looked up first: a valid one is the whole check, one store read per request."""
+        entry = self._entries.find(hash_key(raw_key.strip())) if raw_key else None
         if entry is None:
+            if not self._entries.any():
+                if loopback_peer or self.open_access:
+                    return OPEN
+                raise Unauthenticated("this instance has no API keys yet and answers loopback clients only; "
+                                      "create the first key on the server with `ragkb keys create`")
+            if not raw_key:
+                raise Unauthenticated("an API key is required: send 'Authorization: Bearer <key>' or "
+                                      "'X-API-Key: <key>'")
             raise Unauthenticated("the API key is not valid")
         namespaces = tuple(entry["namespaces"])
         groups = tuple(entry.get("groups", ()))

@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from shared.contracts import chunk_pb2
 from shared.errors import InvalidArgument
+from shared.hit_reading import mark_readings
 
 NAMESPACE = "eval"
 ROWS = ("bm25", "dense", "hybrid")
@@ -296,6 +297,7 @@ def run_eval(dataset: Path, split: str = "test", *, kb_config_yaml: str = "", li
               f"({kb.vector_store.uri or 'Milvus Lite'}), model {embedder.model_id}", file=sys.stderr)
         chunks = document_chunks(kb_name, data.corpus)
         vectors = embed_with_cache(embedder, [c.content for c in chunks], cache)
+        mark_readings(embedder, chunks)  # as the indexer stores them
         for start in tqdm(range(0, len(chunks), 500), desc="index", unit="batch"):
             keyword.upsert(chunks[start:start + 500])
             vector.upsert(chunks[start:start + 500], vectors[start:start + 500])

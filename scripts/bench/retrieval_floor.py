@@ -45,6 +45,7 @@ from services.retriever.retriever import Retriever
 from shared import components, model_thread
 from shared.config import Settings
 from shared.contracts import chunk_pb2
+from shared.hit_reading import mark_readings
 from shared.kb import KnowledgeBaseCatalog
 from shared.server import settle_heap
 
@@ -75,10 +76,12 @@ def build_kb(settings: Settings, corpus: dict[str, tuple[str, str]]):
     chunks = document_chunks(KB, corpus)
     started = time.perf_counter()
     cache = VectorCache(Path.home() / ".cache" / "ragkb" / "eval-vectors.sqlite")
+    embedder = components.embedder_for(kb)
     try:
-        vectors = embed_with_cache(components.embedder_for(kb), [c.content for c in chunks], cache)
+        vectors = embed_with_cache(embedder, [c.content for c in chunks], cache)
     finally:
         cache.close()
+    mark_readings(embedder, chunks)  # as the indexer stores them
     keyword, vector = components.keyword_store_for(kb, settings), components.vector_store_for(kb, settings)
     for start in tqdm(range(0, len(chunks), 500), desc="index", unit="batch", file=sys.stderr):
         keyword.upsert(chunks[start:start + 500])

@@ -45,6 +45,7 @@ from shared.errors import FailedPrecondition, InvalidArgument, NotFound, Unavail
 from shared.kb import KnowledgeBaseCatalog
 from shared.kb_versions import VersionRows, version_config
 from shared.registry import ComponentRegistry
+from shared.hit_reading import mark_readings
 from shared.sentence_vectors import embed_for_index
 
 log = logging.getLogger("ragkb.indexer")
@@ -128,6 +129,7 @@ class Indexer:
         batch_size = kb.embedder.batch_size
         for start in range(0, len(chunks), batch_size):
             batch = chunks[start:start + batch_size]
+            mark_readings(embedder, batch)
             embedded = embed_for_index(embedder, batch, sentences=vector.has_sentences)
             vector.upsert(batch, embedded.chunks, embedded.sentences)
             keyword.upsert(batch)
@@ -217,6 +219,7 @@ class Indexer:
                     undo_on_failure = False
                     raise
                 started = time.perf_counter()
+                mark_readings(embedder, batch)
                 embedded = embed_for_index(embedder, batch, sentences=vector.has_sentences)
                 stages["embed"] += _ms(started)
                 written.extend(c.chunk_id for c in batch)  # before the writes: a half-written batch is undone too

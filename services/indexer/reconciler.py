@@ -26,6 +26,7 @@ from services.indexer.indexer import Indexer
 from services.indexer.registry import INCOMPLETE, INDEXED, INDEXING, DocumentEntry, DocumentRegistry
 from shared.config import KBConfig
 from shared.kb import KnowledgeBaseCatalog
+from shared.hit_reading import mark_readings
 from shared.sentence_vectors import embed_for_index
 
 log = logging.getLogger("ragkb.indexer.reconciler")
@@ -156,6 +157,7 @@ class Reconciler:
         if dry_run:
             repair.action = "would-repair"
             return repair
+        mark_readings(embedder, for_keyword + for_vector)
         if for_keyword:
             keyword.upsert(for_keyword)
         if for_vector:

@@ -20,8 +20,9 @@ linearly with term coverage and is 1 from `bm25_min_term_coverage` on.
 
 What a hit contributes (its unknown-token share, its stemmed keyword terms) depends on its text
 alone, and tokenizing and stemming ten to twenty hits cost more than both routes' searches
-together. `HitReads` keeps them per text in a bounded LRU, so a chunk is read once however many
-queries reach it; `measure` gives the same signals with it or without it.
+together. The unknown share is measured at ingest and stored with the chunk (shared/hit_reading.py);
+for chunks stored without it, and for the terms, `HitReads` keeps them per text in a bounded LRU, so a
+chunk is read once however many queries reach it. `measure` gives the same signals either way.
 """
 
 from __future__ import annotations
@@ -37,13 +38,14 @@ import numpy as np
 from shared.config import RetrieverConfig
 from shared.contracts import chunk_pb2
 from shared.embedders import Embedder
+from shared.hit_reading import HIT_CHARS, stored_unknown_share
+from shared.sentence_vectors import embedder_key
 from shared.stores.elasticsearch import porter
 from shared.text import Analyzer, analyze, query_terms
 
 TOP_HITS = 10  # hits per route whose text is checked for unknown tokens (the depth of the other signals)
 TERM_HITS = 10  # BM25 hits searched for the query's terms
 AGREEMENT_DEPTH = 10
-HIT_CHARS = 2000  # of each hit's text (long chunks are embedded truncated anyway)
 HIT_READS = 10_000  # texts whose reads `HitReads` keeps (a SciFact abstract's distinct terms: ~1.5 kB)
 
 
@@ -139,11 +141,19 @@ def agreement(first: Sequence[chunk_pb2.Candidate], second: Sequence[chunk_pb2.C
 
 def hits_unknown_share(embedder: Embedder, lists: Sequence[Sequence[chunk_pb2.Candidate]],
                        reads: HitReads | None = None) -> float:
-    texts = list(dict.fromkeys(c.chunk.content[:HIT_CHARS] for hits in lists for c in hits[:TOP_HITS]))
-    if not texts:
+    """Mean unknown share over the distinct texts of each list's top hits: stored with the chunk when the
+    index read it with this embedder, else read now."""
+    key = embedder_key(embedder)
+    shares: dict[str, float | None] = {}
+    for hits in lists:
+        for candidate in hits[:TOP_HITS]:
+            text = candidate.chunk.content[:HIT_CHARS]
+            if shares.get(text) is None:
+                shares[text] = stored_unknown_share(candidate.chunk, key)
+    if not shares:
         return 0.0
     share = embedder.unknown_token_share if reads is None else (lambda text: reads.unknown_share(embedder, text))
-    return float(np.mean([share(text) for text in texts]))
+    return float(np.mean([share(text) if stored is None else stored for text, stored in shares.items()]))
 
 
 def measure(query: str, bm25: Sequence[chunk_pb2.Candidate] | None, dense: Sequence[chunk_pb2.Candidate] | None,

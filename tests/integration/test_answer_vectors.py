@@ -1,6 +1,7 @@
 """Vectors stored at ingest (shared/sentence_vectors.py): the by-id read keeps to the caller's namespaces and
 ACL, collections made before the field still work, and on the embedded stack an answer's generator step
-embeds nothing: the only model call of a query is the retriever's query embedding."""
+embeds nothing: the only model call of a query is the retriever's query embedding. Readings stored at ingest
+(shared/hit_reading.py): route competence tokenizes the query and no hit."""
 
 import numpy as np
 import pytest
@@ -108,6 +109,26 @@ def test_an_answer_embeds_only_the_query_when_the_vectors_were_stored_at_ingest(
     assert "chunk_vectors_ms" in result["stages"]["retrieval"]["metadata"]
     # the stored vectors are the generator's: API clients never see them
     assert result["chunks"] and all("vectors" not in c["chunk"] for c in result["chunks"])
+
+
+def test_route_competence_reads_each_hits_unknown_share_from_the_index(client, stack, monkeypatch):
+    client.create_kb("readings")
+    job = client.upload("readings", "amr7.md", MANUAL.encode())
+    assert client.wait([job["job_id"]])[0]["state"] == "done"
+    kb = KBConfig(name="readings")
+    embedder = components.embedder_for(kb)  # the stack's, shared in this process
+    keyword, vector = components.keyword_store_for(kb, stack.settings), components.vector_store_for(kb, stack.settings)
+    for hits in (keyword.search("AMR-7 battery", scope("default"), 10),
+                 vector.search(embedder.embed_query("AMR-7 battery"), scope("default"), 10)):
+        assert hits and all(h.chunk.reading.embedder == f"{embedder.model_id}/{embedder.dimension}" for h in hits)
+        assert all(h.chunk.reading.unknown_share == embedder.unknown_token_share(h.chunk.content) for h in hits)
+    read = []
+    share = embedder.unknown_token_share
+    monkeypatch.setattr(embedder, "unknown_token_share", lambda text: read.append(text) or share(text))
+    question = "How long does the AMR-7 battery take to charge?"
+    result = client.query("readings", question)
+    assert "90 minutes" in result["answer"] and not result["refused"]
+    assert read == [question]  # the query's own share; every hit's came with its chunk
 
 
 def test_another_tenant_gets_no_vectors_of_a_namespace_it_cannot_read(client, stack):

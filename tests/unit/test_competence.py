@@ -6,6 +6,7 @@ from services.retriever.competence import HitReads, agreement, hit_terms, measur
 from shared.config import RetrieverConfig
 from shared.contracts import chunk_pb2
 from shared.embedders import SentenceTransformerEmbedder
+from shared.hit_reading import HIT_CHARS, mark_readings
 from shared.stores.elasticsearch import porter
 
 pytestmark = pytest.mark.unit
@@ -100,6 +101,55 @@ def test_remembered_hit_reads_give_the_same_signals_as_reading_afresh(embedder, 
     again = measure(query, hits(*bm25), hits(*dense), embedder, "jieba", RetrieverConfig(), reads=reads)
     assert first == fresh and again == fresh
     assert reads.hits > 0 and reads.misses == len(reads)  # the second query read nothing anew
+
+
+def read_at_ingest(embedder, contents: list[str]) -> list[chunk_pb2.Candidate]:
+    candidates = hits(*contents)
+    mark_readings(embedder, [c.chunk for c in candidates])
+    return candidates
+
+
+class CountedReads:
+    """The embedder, counting the texts it is asked to read at query time."""
+
+    def __init__(self, embedder):
+        self.embedder, self.read = embedder, []
+        self.model_id, self.dimension = embedder.model_id, embedder.dimension
+
+    def unknown_token_share(self, text: str) -> float:
+        self.read.append(text)
+        return self.embedder.unknown_token_share(text)
+
+
+@pytest.mark.parametrize(("query", "bm25", "dense"), CASES)
+def test_readings_stored_at_ingest_give_the_same_signals_without_reading_a_hit(embedder, query, bm25, dense):
+    fresh = measure(query, hits(*bm25), hits(*dense), embedder, "jieba", RetrieverConfig())
+    counted = CountedReads(embedder)
+    stored = measure(query, read_at_ingest(embedder, bm25), read_at_ingest(embedder, dense), counted, "jieba",
+                     RetrieverConfig())
+    assert stored == fresh
+    assert counted.read == [query]  # only the query itself was tokenized
+
+
+def test_a_reading_by_another_model_or_none_is_read_again(embedder):
+    dense = read_at_ingest(embedder, [CHINESE, ENGLISH])
+    dense[0].chunk.reading.embedder = "another-model/384"
+    dense[1].chunk.ClearField("reading")
+    counted = CountedReads(embedder)
+    measured = measure("charging time", [], dense, counted, "jieba", RetrieverConfig())
+    assert counted.read == ["charging time", CHINESE, ENGLISH]
+    assert measured == measure("charging time", [], hits(CHINESE, ENGLISH), embedder, "jieba", RetrieverConfig())
+    assert measured.competence["dense"] == 0  # the Chinese hit's own share counted, not another model's
+
+
+def test_marking_a_chunk_replaces_what_it_carried_and_reads_what_competence_reads(embedder):
+    long_chinese = CHINESE * 100  # over HIT_CHARS: read as competence reads it, cut
+    chunks = [chunk_pb2.KnowledgeChunk(content=ENGLISH), chunk_pb2.KnowledgeChunk(content=long_chinese)]
+    chunks[0].reading.embedder, chunks[0].reading.unknown_share = "all-MiniLM-L6-v2/384", 0.9  # a caller's claim
+    mark_readings(embedder, chunks)
+    assert chunks[0].reading.unknown_share == 0
+    assert chunks[1].reading.unknown_share == embedder.unknown_token_share(long_chinese[:HIT_CHARS]) > 0.25
+    assert {c.reading.embedder for c in chunks} == {f"{embedder.model_id}/{embedder.dimension}"}
 
 
 def test_hit_reads_follow_the_text_not_the_chunk_id(embedder):

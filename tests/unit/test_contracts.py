@@ -21,6 +21,7 @@ def full_chunk() -> chunk_pb2.KnowledgeChunk:
                                     mime_type="text/markdown", title="Manual"),
         vectors=chunk_pb2.ChunkVectors(embedder="all_minilm_l6_v2/384", chunk=b"\x00\x00\x80?", splitter=1,
                                        sentence_count=1, sentences=b"\x00<"),
+        reading=chunk_pb2.EmbedderReading(embedder="all_minilm_l6_v2/384", unknown_share=0.25),
     )
 
 

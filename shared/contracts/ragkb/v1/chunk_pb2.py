@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14ragkb/v1/chunk.proto\x12\x08ragkb.v1\"\xfa\x03\n\x0eKnowledgeChunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\n\n\x02kb\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12\x13\n\x0braw_content\x18\x05 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x06 \x01(\t\x12\x14\n\x0cheading_path\x18\x07 \x03(\t\x12\'\n\nblock_type\x18\x08 \x01(\x0e\x32\x13.ragkb.v1.BlockType\x12\x14\n\x0c\x63ontent_hash\x18\t \x01(\t\x12\x12\n\npart_index\x18\n \x01(\x05\x12\x12\n\npart_count\x18\x0b \x01(\x05\x12\x10\n\x08group_id\x18\x0c \x01(\t\x12\x11\n\tparent_id\x18\r \x01(\t\x12\x13\n\x0b\x64oc_version\x18\x0e \x01(\x03\x12$\n\x06source\x18\x0f \x01(\x0b\x32\x14.ragkb.v1.SourceInfo\x12\x10\n\x08position\x18\x10 \x01(\x05\x12\x38\n\x08metadata\x18\x11 \x03(\x0b\x32&.ragkb.v1.KnowledgeChunk.MetadataEntry\x12\'\n\x07vectors\x18\x12 \x01(\x0b\x32\x16.ragkb.v1.ChunkVectors\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"l\n\x0c\x43hunkVectors\x12\x10\n\x08\x65mbedder\x18\x01 \x01(\t\x12\r\n\x05\x63hunk\x18\x02 \x01(\x0c\x12\x10\n\x08splitter\x18\x03 \x01(\x05\x12\x16\n\x0esentence_count\x18\x04 \x01(\x05\x12\x11\n\tsentences\x18\x05 \x01(\x0c\"=\n\x0bQueryVector\x12\x10\n\x08\x65mbedder\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x0e\n\x06vector\x18\x03 \x01(\x0c\"6\n\nSplitParts\x12(\n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x18.ragkb.v1.KnowledgeChunk\"]\n\nSourceInfo\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\x0c\n\x04page\x18\x02 \x01(\x05\x12\x12\n\nupdated_at\x18\x03 \x01(\t\x12\x11\n\tmime_type\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\"\xf4\x01\n\tCandidate\x12\'\n\x05\x63hunk\x18\x01 \x01(\x0b\x32\x18.ragkb.v1.KnowledgeChunk\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x1e\n\x05route\x18\x03 \x01(\x0e\x32\x0f.ragkb.v1.Route\x12\x11\n\tbm25_rank\x18\x04 \x01(\x05\x12\x12\n\ndense_rank\x18\x05 \x01(\x05\x12\x12\n\nbm25_score\x18\x06 \x01(\x01\x12\x13\n\x0b\x64\x65nse_score\x18\x07 \x01(\x01\x12\x14\n\x0crerank_score\x18\x08 \x01(\x01\x12\x13\n\x0bsparse_rank\x18\x14 \x01(\x05\x12\x14\n\x0csparse_score\x18\x15 \x01(\x01\"\xf0\x01\n\x0cSearchFilter\x12\x12\n\nnamespaces\x18\x01 \x03(\t\x12\x0f\n\x07\x64oc_ids\x18\x02 \x03(\t\x12(\n\x0b\x62lock_types\x18\x03 \x03(\x0e\x32\x13.ragkb.v1.BlockType\x12\x36\n\x08metadata\x18\x04 \x03(\x0b\x32$.ragkb.v1.SearchFilter.MetadataEntry\x12\x14\n\x0c\x61\x63l_enforced\x18\x14 \x01(\x08\x12\x12\n\nacl_groups\x18\x15 \x03(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8f\x01\n\x0bStageReport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02ms\x18\x02 \x01(\x01\x12\x35\n\x08metadata\x18\x03 \x03(\x0b\x32#.ragkb.v1.StageReport.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x86\x01\n\rTenantContext\x12\x11\n\tprincipal\x18\x01 \x01(\t\x12\x12\n\nnamespaces\x18\x02 \x03(\t\x12\x16\n\x0e\x61ll_namespaces\x18\x03 \x01(\x08\x12\x14\n\x0c\x61\x63l_enforced\x18\x04 \x01(\x08\x12\x12\n\nacl_groups\x18\x05 \x03(\t\x12\x0c\n\x04role\x18\x06 \x01(\t\"K\n\x15KnowledgeBaseSettings\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x15\n\rsections_json\x18\x03 \x01(\t\"c\n\x0b\x43\x61llContext\x12\'\n\x06tenant\x18\x01 \x01(\x0b\x32\x17.ragkb.v1.TenantContext\x12+\n\x02kb\x18\x02 \x01(\x0b\x32\x1f.ragkb.v1.KnowledgeBaseSettings*\xfb\x01\n\tBlockType\x12\x1a\n\x16\x42LOCK_TYPE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x42LOCK_TYPE_SECTION\x10\x01\x12\x19\n\x15\x42LOCK_TYPE_SUBSECTION\x10\x02\x12\x15\n\x11\x42LOCK_TYPE_MERGED\x10\x03\x12\x15\n\x11\x42LOCK_TYPE_ORPHAN\x10\x04\x12\x14\n\x10\x42LOCK_TYPE_TABLE\x10\x05\x12\x13\n\x0f\x42LOCK_TYPE_LIST\x10\x06\x12\x13\n\x0f\x42LOCK_TYPE_CODE\x10\x07\x12\x17\n\x13\x42LOCK_TYPE_UI_FIELD\x10\x08\x12\x18\n\x14\x42LOCK_TYPE_PARAGRAPH\x10\t*v\n\x05Route\x12\x15\n\x11ROUTE_UNSPECIFIED\x10\x00\x12\x0e\n\nROUTE_BM25\x10\x01\x12\x0f\n\x0bROUTE_DENSE\x10\x02\x12\x0f\n\x0bROUTE_FUSED\x10\x03\x12\x12\n\x0eROUTE_RERANKED\x10\x04\x12\x10\n\x0cROUTE_SPARSE\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14ragkb/v1/chunk.proto\x12\x08ragkb.v1\"\xa6\x04\n\x0eKnowledgeChunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\n\n\x02kb\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12\x13\n\x0braw_content\x18\x05 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x06 \x01(\t\x12\x14\n\x0cheading_path\x18\x07 \x03(\t\x12\'\n\nblock_type\x18\x08 \x01(\x0e\x32\x13.ragkb.v1.BlockType\x12\x14\n\x0c\x63ontent_hash\x18\t \x01(\t\x12\x12\n\npart_index\x18\n \x01(\x05\x12\x12\n\npart_count\x18\x0b \x01(\x05\x12\x10\n\x08group_id\x18\x0c \x01(\t\x12\x11\n\tparent_id\x18\r \x01(\t\x12\x13\n\x0b\x64oc_version\x18\x0e \x01(\x03\x12$\n\x06source\x18\x0f \x01(\x0b\x32\x14.ragkb.v1.SourceInfo\x12\x10\n\x08position\x18\x10 \x01(\x05\x12\x38\n\x08metadata\x18\x11 \x03(\x0b\x32&.ragkb.v1.KnowledgeChunk.MetadataEntry\x12\'\n\x07vectors\x18\x12 \x01(\x0b\x32\x16.ragkb.v1.ChunkVectors\x12*\n\x07reading\x18\x13 \x01(\x0b\x32\x19.ragkb.v1.EmbedderReading\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\":\n\x0f\x45mbedderReading\x12\x10\n\x08\x65mbedder\x18\x01 \x01(\t\x12\x15\n\runknown_share\x18\x02 \x01(\x01\"l\n\x0c\x43hunkVectors\x12\x10\n\x08\x65mbedder\x18\x01 \x01(\t\x12\r\n\x05\x63hunk\x18\x02 \x01(\x0c\x12\x10\n\x08splitter\x18\x03 \x01(\x05\x12\x16\n\x0esentence_count\x18\x04 \x01(\x05\x12\x11\n\tsentences\x18\x05 \x01(\x0c\"=\n\x0bQueryVector\x12\x10\n\x08\x65mbedder\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x0e\n\x06vector\x18\x03 \x01(\x0c\"6\n\nSplitParts\x12(\n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x18.ragkb.v1.KnowledgeChunk\"]\n\nSourceInfo\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\x0c\n\x04page\x18\x02 \x01(\x05\x12\x12\n\nupdated_at\x18\x03 \x01(\t\x12\x11\n\tmime_type\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\"\xf4\x01\n\tCandidate\x12\'\n\x05\x63hunk\x18\x01 \x01(\x0b\x32\x18.ragkb.v1.KnowledgeChunk\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x1e\n\x05route\x18\x03 \x01(\x0e\x32\x0f.ragkb.v1.Route\x12\x11\n\tbm25_rank\x18\x04 \x01(\x05\x12\x12\n\ndense_rank\x18\x05 \x01(\x05\x12\x12\n\nbm25_score\x18\x06 \x01(\x01\x12\x13\n\x0b\x64\x65nse_score\x18\x07 \x01(\x01\x12\x14\n\x0crerank_score\x18\x08 \x01(\x01\x12\x13\n\x0bsparse_rank\x18\x14 \x01(\x05\x12\x14\n\x0csparse_score\x18\x15 \x01(\x01\"\xf0\x01\n\x0cSearchFilter\x12\x12\n\nnamespaces\x18\x01 \x03(\t\x12\x0f\n\x07\x64oc_ids\x18\x02 \x03(\t\x12(\n\x0b\x62lock_types\x18\x03 \x03(\x0e\x32\x13.ragkb.v1.BlockType\x12\x36\n\x08metadata\x18\x04 \x03(\x0b\x32$.ragkb.v1.SearchFilter.MetadataEntry\x12\x14\n\x0c\x61\x63l_enforced\x18\x14 \x01(\x08\x12\x12\n\nacl_groups\x18\x15 \x03(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8f\x01\n\x0bStageReport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02ms\x18\x02 \x01(\x01\x12\x35\n\x08metadata\x18\x03 \x03(\x0b\x32#.ragkb.v1.StageReport.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x86\x01\n\rTenantContext\x12\x11\n\tprincipal\x18\x01 \x01(\t\x12\x12\n\nnamespaces\x18\x02 \x03(\t\x12\x16\n\x0e\x61ll_namespaces\x18\x03 \x01(\x08\x12\x14\n\x0c\x61\x63l_enforced\x18\x04 \x01(\x08\x12\x12\n\nacl_groups\x18\x05 \x03(\t\x12\x0c\n\x04role\x18\x06 \x01(\t\"K\n\x15KnowledgeBaseSettings\x12\n\n\x02kb\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x15\n\rsections_json\x18\x03 \x01(\t\"c\n\x0b\x43\x61llContext\x12\'\n\x06tenant\x18\x01 \x01(\x0b\x32\x17.ragkb.v1.TenantContext\x12+\n\x02kb\x18\x02 \x01(\x0b\x32\x1f.ragkb.v1.KnowledgeBaseSettings*\xfb\x01\n\tBlockType\x12\x1a\n\x16\x42LOCK_TYPE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x42LOCK_TYPE_SECTION\x10\x01\x12\x19\n\x15\x42LOCK_TYPE_SUBSECTION\x10\x02\x12\x15\n\x11\x42LOCK_TYPE_MERGED\x10\x03\x12\x15\n\x11\x42LOCK_TYPE_ORPHAN\x10\x04\x12\x14\n\x10\x42LOCK_TYPE_TABLE\x10\x05\x12\x13\n\x0f\x42LOCK_TYPE_LIST\x10\x06\x12\x13\n\x0f\x42LOCK_TYPE_CODE\x10\x07\x12\x17\n\x13\x42LOCK_TYPE_UI_FIELD\x10\x08\x12\x18\n\x14\x42LOCK_TYPE_PARAGRAPH\x10\t*v\n\x05Route\x12\x15\n\x11ROUTE_UNSPECIFIED\x10\x00\x12\x0e\n\nROUTE_BM25\x10\x01\x12\x0f\n\x0bROUTE_DENSE\x10\x02\x12\x0f\n\x0bROUTE_FUSED\x10\x03\x12\x12\n\x0eROUTE_RERANKED\x10\x04\x12\x10\n\x0cROUTE_SPARSE\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,36 +37,38 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHFILTER_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_STAGEREPORT_METADATAENTRY']._loaded_options = None
   _globals['_STAGEREPORT_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_BLOCKTYPE']._serialized_start=1819
-  _globals['_BLOCKTYPE']._serialized_end=2070
-  _globals['_ROUTE']._serialized_start=2072
-  _globals['_ROUTE']._serialized_end=2190
+  _globals['_BLOCKTYPE']._serialized_start=1923
+  _globals['_BLOCKTYPE']._serialized_end=2174
+  _globals['_ROUTE']._serialized_start=2176
+  _globals['_ROUTE']._serialized_end=2294
   _globals['_KNOWLEDGECHUNK']._serialized_start=35
-  _globals['_KNOWLEDGECHUNK']._serialized_end=541
-  _globals['_KNOWLEDGECHUNK_METADATAENTRY']._serialized_start=494
-  _globals['_KNOWLEDGECHUNK_METADATAENTRY']._serialized_end=541
-  _globals['_CHUNKVECTORS']._serialized_start=543
-  _globals['_CHUNKVECTORS']._serialized_end=651
-  _globals['_QUERYVECTOR']._serialized_start=653
-  _globals['_QUERYVECTOR']._serialized_end=714
-  _globals['_SPLITPARTS']._serialized_start=716
-  _globals['_SPLITPARTS']._serialized_end=770
-  _globals['_SOURCEINFO']._serialized_start=772
-  _globals['_SOURCEINFO']._serialized_end=865
-  _globals['_CANDIDATE']._serialized_start=868
-  _globals['_CANDIDATE']._serialized_end=1112
-  _globals['_SEARCHFILTER']._serialized_start=1115
-  _globals['_SEARCHFILTER']._serialized_end=1355
-  _globals['_SEARCHFILTER_METADATAENTRY']._serialized_start=494
-  _globals['_SEARCHFILTER_METADATAENTRY']._serialized_end=541
-  _globals['_STAGEREPORT']._serialized_start=1358
-  _globals['_STAGEREPORT']._serialized_end=1501
-  _globals['_STAGEREPORT_METADATAENTRY']._serialized_start=494
-  _globals['_STAGEREPORT_METADATAENTRY']._serialized_end=541
-  _globals['_TENANTCONTEXT']._serialized_start=1504
-  _globals['_TENANTCONTEXT']._serialized_end=1638
-  _globals['_KNOWLEDGEBASESETTINGS']._serialized_start=1640
-  _globals['_KNOWLEDGEBASESETTINGS']._serialized_end=1715
-  _globals['_CALLCONTEXT']._serialized_start=1717
-  _globals['_CALLCONTEXT']._serialized_end=1816
+  _globals['_KNOWLEDGECHUNK']._serialized_end=585
+  _globals['_KNOWLEDGECHUNK_METADATAENTRY']._serialized_start=538
+  _globals['_KNOWLEDGECHUNK_METADATAENTRY']._serialized_end=585
+  _globals['_EMBEDDERREADING']._serialized_start=587
+  _globals['_EMBEDDERREADING']._serialized_end=645
+  _globals['_CHUNKVECTORS']._serialized_start=647
+  _globals['_CHUNKVECTORS']._serialized_end=755
+  _globals['_QUERYVECTOR']._serialized_start=757
+  _globals['_QUERYVECTOR']._serialized_end=818
+  _globals['_SPLITPARTS']._serialized_start=820
+  _globals['_SPLITPARTS']._serialized_end=874
+  _globals['_SOURCEINFO']._serialized_start=876
+  _globals['_SOURCEINFO']._serialized_end=969
+  _globals['_CANDIDATE']._serialized_start=972
+  _globals['_CANDIDATE']._serialized_end=1216
+  _globals['_SEARCHFILTER']._serialized_start=1219
+  _globals['_SEARCHFILTER']._serialized_end=1459
+  _globals['_SEARCHFILTER_METADATAENTRY']._serialized_start=538
+  _globals['_SEARCHFILTER_METADATAENTRY']._serialized_end=585
+  _globals['_STAGEREPORT']._serialized_start=1462
+  _globals['_STAGEREPORT']._serialized_end=1605
+  _globals['_STAGEREPORT_METADATAENTRY']._serialized_start=538
+  _globals['_STAGEREPORT_METADATAENTRY']._serialized_end=585
+  _globals['_TENANTCONTEXT']._serialized_start=1608
+  _globals['_TENANTCONTEXT']._serialized_end=1742
+  _globals['_KNOWLEDGEBASESETTINGS']._serialized_start=1744
+  _globals['_KNOWLEDGEBASESETTINGS']._serialized_end=1819
+  _globals['_CALLCONTEXT']._serialized_start=1821
+  _globals['_CALLCONTEXT']._serialized_end=1920
 # @@protoc_insertion_point(module_scope)

@@ -46,7 +46,7 @@ ROUTE_RERANKED: Route
 ROUTE_SPARSE: Route
 
 class KnowledgeChunk(_message.Message):
-    __slots__ = ("chunk_id", "doc_id", "kb", "namespace", "raw_content", "content", "heading_path", "block_type", "content_hash", "part_index", "part_count", "group_id", "parent_id", "doc_version", "source", "position", "metadata", "vectors")
+    __slots__ = ("chunk_id", "doc_id", "kb", "namespace", "raw_content", "content", "heading_path", "block_type", "content_hash", "part_index", "part_count", "group_id", "parent_id", "doc_version", "source", "position", "metadata", "vectors", "reading")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class KnowledgeChunk(_message.Message):
     POSITION_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     VECTORS_FIELD_NUMBER: _ClassVar[int]
+    READING_FIELD_NUMBER: _ClassVar[int]
     chunk_id: str
     doc_id: str
     kb: str
@@ -90,7 +91,16 @@ class KnowledgeChunk(_message.Message):
     position: int
     metadata: _containers.ScalarMap[str, str]
     vectors: ChunkVectors
-    def __init__(self, chunk_id: _Optional[str] = ..., doc_id: _Optional[str] = ..., kb: _Optional[str] = ..., namespace: _Optional[str] = ..., raw_content: _Optional[str] = ..., content: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., block_type: _Optional[_Union[BlockType, str]] = ..., content_hash: _Optional[str] = ..., part_index: _Optional[int] = ..., part_count: _Optional[int] = ..., group_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., doc_version: _Optional[int] = ..., source: _Optional[_Union[SourceInfo, _Mapping]] = ..., position: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., vectors: _Optional[_Union[ChunkVectors, _Mapping]] = ...) -> None: ...
+    reading: EmbedderReading
+    def __init__(self, chunk_id: _Optional[str] = ..., doc_id: _Optional[str] = ..., kb: _Optional[str] = ..., namespace: _Optional[str] = ..., raw_content: _Optional[str] = ..., content: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., block_type: _Optional[_Union[BlockType, str]] = ..., content_hash: _Optional[str] = ..., part_index: _Optional[int] = ..., part_count: _Optional[int] = ..., group_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., doc_version: _Optional[int] = ..., source: _Optional[_Union[SourceInfo, _Mapping]] = ..., position: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., vectors: _Optional[_Union[ChunkVectors, _Mapping]] = ..., reading: _Optional[_Union[EmbedderReading, _Mapping]] = ...) -> None: ...
+
+class EmbedderReading(_message.Message):
+    __slots__ = ("embedder", "unknown_share")
+    EMBEDDER_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_SHARE_FIELD_NUMBER: _ClassVar[int]
+    embedder: str
+    unknown_share: float
+    def __init__(self, embedder: _Optional[str] = ..., unknown_share: _Optional[float] = ...) -> None: ...
 
 class ChunkVectors(_message.Message):
     __slots__ = ("embedder", "chunk", "splitter", "sentence_count", "sentences")

@@ -37,6 +37,7 @@ from ragkb.eval import jsonl_records
 from shared import kb_settings, tenancy
 from shared.contracts import chunk_pb2
 from shared.errors import InvalidArgument
+from shared.hit_reading import mark_readings
 from shared.text import detect_language
 
 NAMESPACE = "default"
@@ -363,6 +364,7 @@ def knowledge_base(kb: str, corpus: Path | None, *, cache_path: Path | None = No
         embedder = components.embedder_for(config)
         vectors = embed_with_cache(embedder, [c.content for c in chunks], cache)
         cache.close()
+        mark_readings(embedder, chunks)  # as the indexer stores them
         keyword = components.keyword_store_for(config, temp_settings)
         vector = components.vector_store_for(config, temp_settings)
         for start in range(0, len(chunks), 500):

@@ -157,7 +157,7 @@ class Reconciler:
         if dry_run:
             repair.action = "would-repair"
             return repair
-        mark_readings(embedder, for_keyword + for_vector)
+        mark_readings(embedder, list(known.values()))  # each repaired chunk once, whichever stores miss it
         if for_keyword:
             keyword.upsert(for_keyword)
         if for_vector:

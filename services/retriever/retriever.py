@@ -101,8 +101,9 @@ class Retriever:
             hits = keyword.search(query, search_filter, bm25_depth)
             if with_parts:  # looked up while the dense route still runs: most of them get fused
                 namespaces, groups = split_groups(hits[:top_k])
-                if groups:
-                    parts_ahead.append(self._pool.submit(self._group_parts, kb, namespaces, groups))
+                missing = groups_missing_parts(groups, parts_among(groups, [hits]))
+                if missing:
+                    parts_ahead.append(self._pool.submit(self._group_parts, kb, namespaces, missing))
             return hits, _ms(started)
 
         def dense_route():
@@ -153,7 +154,7 @@ class Retriever:
         split_parts = None
         if with_parts:
             started = time.perf_counter()
-            split_parts = self._split_parts(kb, fused, parts_ahead)
+            split_parts = self._split_parts(kb, fused, list(lists.values()), parts_ahead)
             stages["split_parts"] = _ms(started)
         query_vector = None
         if with_vectors and "dense" not in degraded:  # a vector store that just failed is not asked again
@@ -173,28 +174,31 @@ class Retriever:
                                signals=measured.signals, competence=measured.competence, fusion=spec.describe(),
                                query_vector=query_vector, split_parts=split_parts)
 
-    def _split_parts(self, kb: KBConfig, fused: list[chunk_pb2.Candidate],
+    def _split_parts(self, kb: KBConfig, fused: list[chunk_pb2.Candidate], routes: list[list[chunk_pb2.Candidate]],
                      ahead: list[futures.Future]) -> list[chunk_pb2.KnowledgeChunk] | None:
-        """Every part of the split blocks among `fused`: those the BM25 route looked up `ahead`, the others
-        looked up now. Fails soft: None, and the reranker asks for the parts itself."""
+        """Every part of the split blocks among `fused`: those the routes' own hits hold (found under the
+        query's filter), those the BM25 route looked up `ahead`, the others looked up now. Fails soft: None,
+        and the reranker asks for the parts itself."""
         namespaces, groups = split_groups(fused)
         if not groups:
             return []
+        found = parts_among(groups, routes)
         try:
-            found = [p for p in ahead[0].result() if p.group_id in groups] if ahead else []
+            for part in ahead[0].result() if ahead else ():
+                found.setdefault((part.group_id, part.part_index), part)
         except Exception as error:  # looked up again below
             log.warning("split parts looked up ahead failed: %s", error)
-            found = []
         try:
-            covered = {p.group_id for p in found}
-            missing = [g for g in groups if g not in covered]
+            missing = groups_missing_parts(groups, found)
             if missing:
-                found += self._group_parts(kb, namespaces, missing)
+                for part in self._group_parts(kb, namespaces, missing):
+                    found.setdefault((part.group_id, part.part_index), part)
         except Exception as error:
             log.warning("split parts not read with the candidates: %s", error)
             return None
         order = {g: i for i, g in enumerate(groups)}
-        return sorted(found, key=lambda c: (order[c.group_id], c.part_index, c.position))
+        return sorted((p for p in found.values() if p.group_id in order),
+                      key=lambda c: (order[c.group_id], c.part_index, c.position))
 
     def _with_vectors(self, kb: KBConfig, fused: list[chunk_pb2.Candidate], search_filter: chunk_pb2.SearchFilter,
                       *, found_by_searches: bool = False) -> list[chunk_pb2.Candidate]:
@@ -253,6 +257,29 @@ def split_groups(candidates: list[chunk_pb2.Candidate]) -> tuple[list[str], list
     """(namespaces, group ids) of the split blocks among `candidates`, groups in candidate order."""
     split = [c.chunk for c in candidates if c.chunk.part_count > 1 and c.chunk.group_id]
     return sorted({c.namespace for c in split}), list(dict.fromkeys(c.group_id for c in split))
+
+
+def parts_among(groups: list[str],
+                routes: list[list[chunk_pb2.Candidate]]) -> dict[tuple[str, int], chunk_pb2.KnowledgeChunk]:
+    """(group, part index) -> part, for the parts of `groups` the route lists hold."""
+    wanted = set(groups)
+    found: dict[tuple[str, int], chunk_pb2.KnowledgeChunk] = {}
+    for hits in routes:
+        for hit in hits:
+            if hit.chunk.group_id in wanted:
+                found.setdefault((hit.chunk.group_id, hit.chunk.part_index), hit.chunk)
+    return found
+
+
+def groups_missing_parts(groups: list[str], found: dict[tuple[str, int], chunk_pb2.KnowledgeChunk]) -> list[str]:
+    """The groups some of whose parts are not in `found`: only those need a look-up (a block's parts often
+    match the same query, so the routes' hits may hold them all)."""
+    have: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for (group, _), part in found.items():
+        have[group] = have.get(group, 0) + 1
+        count[group] = part.part_count
+    return [g for g in groups if g not in count or have[g] < count[g]]
 
 
 def _ms(started: float) -> float:

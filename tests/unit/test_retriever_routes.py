@@ -122,3 +122,62 @@ def test_a_stuck_query_embedding_leaves_the_bm25_route_to_answer_within_the_rout
         embedder.hold.set()
     while not any(name == "embedded" for name, _ in events):
         time.sleep(0.01)
+
+
+PARTS = [  # (doc, part index, block type, text): block "manual:2" was split in three, "notes:1" in two
+    ("manual", 1, chunk_pb2.BLOCK_TYPE_PARAGRAPH, "Charging starts when the robot docks."),
+    ("manual", 2, chunk_pb2.BLOCK_TYPE_PARAGRAPH, "Charging from 20% to 80% takes 45 minutes."),
+    ("manual", 3, chunk_pb2.BLOCK_TYPE_PARAGRAPH, "Charging stops at 100% and the dock light turns green."),
+    ("notes", 1, chunk_pb2.BLOCK_TYPE_PARAGRAPH, "Battery health is checked weekly."),
+    ("notes", 2, chunk_pb2.BLOCK_TYPE_TABLE, "| week | cells replaced |"),
+]
+
+
+@pytest.fixture()
+def split_blocks(tmp_path, observed_embedder):
+    """Two split blocks in the embedded stores; the keyword store notes every split-parts look-up."""
+    settings = Settings(data_dir=tmp_path)
+    config = KnowledgeBaseCatalog.for_settings(settings).create("parts")
+    group = {"manual": "manual:2", "notes": "notes:1"}
+    chunks = [chunk_pb2.KnowledgeChunk(
+        chunk_id=hashlib.sha256(text.encode()).hexdigest()[:32], doc_id=doc, kb="parts", namespace="default",
+        content=text, raw_content=text, block_type=block_type, group_id=group[doc], part_index=index,
+        part_count=sum(d == doc for d, *_ in PARTS), position=index) for doc, index, block_type, text in PARTS]
+    embedder = components.embedder_for(config)
+    components.keyword_store_for(config, settings).upsert(chunks)
+    components.vector_store_for(config, settings).upsert(chunks, embedder.embed_documents([c.content for c in chunks]))
+    lookups: list[list[str]] = []
+
+    class LookupsNoted(ObservedKeywordStore):
+        def chunks_by_group(self, namespaces, group_ids):
+            lookups.append(list(group_ids))
+            return self._real.chunks_by_group(namespaces, group_ids)
+
+    registry = components.storage_registry("retriever")
+    registry.add("keyword_store", "sqlite-fts5",
+                 lambda kb_config, **kwargs: LookupsNoted(components.sqlite_fts5_store(kb_config, **kwargs), []))
+    retriever = Retriever(settings, registry)
+    yield retriever, config, components.keyword_store_for(config, settings), lookups
+    retriever.close()
+
+
+def test_split_parts_the_routes_found_are_not_looked_up_again(split_blocks):
+    retriever, config, keyword, lookups = split_blocks
+    result = retriever.retrieve(config, "How long does charging take?", ANYWHERE, top_k=2, with_parts=True)
+    assert {c.chunk.group_id for c in result.candidates} == {"manual:2"}
+    # every part of the block matched the query: the BM25 route's own hits hold them, nothing is looked up
+    assert lookups == []
+    assert [p.SerializeToString() for p in result.split_parts] == [
+        p.SerializeToString() for p in keyword.chunks_by_group(["default"], ["manual:2"])]
+
+
+def test_split_parts_no_route_could_return_are_looked_up_for_their_block_only(split_blocks):
+    retriever, config, keyword, lookups = split_blocks
+    paragraphs = chunk_pb2.SearchFilter(namespaces=["default"], block_types=[chunk_pb2.BLOCK_TYPE_PARAGRAPH])
+    result = retriever.retrieve(config, "charging battery", paragraphs, top_k=5, with_parts=True)
+    groups = list(dict.fromkeys(c.chunk.group_id for c in result.candidates))
+    assert sorted(groups) == ["manual:2", "notes:1"]
+    # the table part of "notes:1" is outside the filter, so neither route returned it: only that block is read
+    assert lookups == [["notes:1"]]
+    assert [p.SerializeToString() for p in result.split_parts] == [
+        p.SerializeToString() for p in keyword.chunks_by_group(["default"], groups)]

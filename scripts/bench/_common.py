@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import psutil
 from tqdm import tqdm
 
 from ragkb.embedded import EmbeddedStack
@@ -59,6 +60,19 @@ def start_stack(root: Path) -> EmbeddedStack:
     """Every service in this process, data under `root`, all ports ephemeral."""
     print("starting embedded stack (loads the embedding model) ...", file=sys.stderr)
     return EmbeddedStack(Settings(data_dir=root / "data"), ephemeral_ports=True).start()
+
+
+def process_tree_cpu(pid: int | None = None) -> float:
+    """CPU seconds (user + system) used so far by a process (default: this one) and its live descendants."""
+    root = psutil.Process(pid)
+    total = 0.0
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def temp_root() -> tempfile.TemporaryDirectory:

@@ -14,7 +14,10 @@ What it measures
   --warmup unmeasured queries, and --queries measured queries, one at a time and interleaved (one on
   each stack in turn, so a busy machine slows both alike), cycling the sample questions:
   client-measured p50/p95 and the p50 of each stage and retrieval route from the response.
-  Printed: one row per stack and the ratios local / embedded.
+  CPU per measured query: each local-stack process's (and its children's), counted over that stack's
+  queries only; for the embedded stack, this process's CPU over its queries less the client's own
+  (this process's CPU over the local stack's queries).
+  Printed: one row per stack, the ratios local / embedded, and the CPU per query of each process.
 
 Run from the repository root:
     python scripts/bench/cluster_vs_embedded.py
@@ -32,6 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import httpx
+import psutil
 
 import _common as common
 from ragkb.client import RagkbClient, iter_files
@@ -40,6 +44,7 @@ sys.path.insert(0, str(common.REPO_ROOT / "scripts"))
 import local_stack  # noqa: E402
 
 KB = "bench"
+BENCH_PROCESS = "bench process"  # the client, and the embedded stack's services
 SAMPLES = common.REPO_ROOT / "samples"
 QUESTIONS = [
     "How long does it take to charge the AMR-7 from 20% to 80%?",
@@ -81,12 +86,14 @@ def documents(args: argparse.Namespace, folder: Path) -> list[tuple[str, bytes]]
 class Target:
     """One running stack under test: its REST client and what was measured on it."""
 
-    def __init__(self, name: str, url: str, started: float):
+    def __init__(self, name: str, url: str, started: float, processes: dict[str, int]):
         self.name, self.client = name, RagkbClient(url, timeout_s=600)
         self.ready_s = time.perf_counter() - started
         self.row: dict = {"stack": name, "ready_s": self.ready_s}
         self.totals: list[float] = []
         self.parts: dict[str, list[float]] = defaultdict(list)
+        self.processes = processes  # name -> pid of each other process whose CPU (with its children's) is counted
+        self.cpu_s: dict[str, float] = defaultdict(float)  # name -> CPU seconds over the measured queries
 
     def ingest(self, config_yaml: str, files: list[tuple[str, bytes]]) -> None:
         self.client.create_kb(KB, config_yaml=config_yaml)
@@ -108,7 +115,12 @@ class Target:
         return (time.perf_counter() - started) * 1000, result
 
     def measured_query(self, question: str) -> None:
+        before = self.cpu()
+        own = time.process_time()  # right around the query: reading the other processes' CPU costs CPU too
         ms, result = self.query(question)
+        self.cpu_s[BENCH_PROCESS] += time.process_time() - own
+        for name, seconds in self.cpu().items():
+            self.cpu_s[name] += seconds - before[name]
         self.totals.append(ms)
         for stage, report in result["stages"].items():
             self.parts[stage].append(report["ms"])
@@ -116,11 +128,22 @@ class Target:
             if route in common.ROUTES:
                 self.parts[route].append(float(value))
 
+    def cpu(self) -> dict[str, float]:
+        seconds = {}
+        for name, pid in self.processes.items():
+            try:
+                seconds[name] = common.process_tree_cpu(pid)
+            except psutil.NoSuchProcess:  # an engine that stopped: counted as idle
+                seconds[name] = 0.0
+        return seconds
+
     def summary(self) -> dict:
         self.client.close()
         p50, p95 = common.p50_p95(self.totals)
+        queries = max(1, len(self.totals))
         return {**self.row, "p50": p50, "p95": p95,
-                **{part: common.p50_p95(values)[0] for part, values in self.parts.items()}}
+                **{part: common.p50_p95(values)[0] for part, values in self.parts.items()},
+                "cpu_ms": {name: seconds * 1000 / queries for name, seconds in self.cpu_s.items()}}
 
 
 def run(args, files, root: Path) -> list[dict]:
@@ -130,12 +153,16 @@ def run(args, files, root: Path) -> list[dict]:
     embedded = common.start_stack(root / "embedded")
     local = None
     try:
-        targets = [Target("embedded", embedded.http_url, started)]
+        targets = [Target("embedded", embedded.http_url, started, {})]
         targets[0].ingest("", files)
         print("starting the local stack (engines and one process per service) ...", file=sys.stderr)
         started = time.perf_counter()
         local = local_stack.LocalStack(root / "local").start()
-        targets.append(Target(f"local ({args.search_consistency})", local.http_url, started))
+        processes = {name: service.pid for name, service in local.services.items()}
+        processes.update({name: engine.pid for name, engine in (
+            ("elasticsearch", local.elasticsearch), ("milvus", local.milvus), ("postgres", local.postgres),
+            ("redis", local.redis))})
+        targets.append(Target(f"local ({args.search_consistency})", local.http_url, started, processes))
         targets[1].ingest(re.sub(r"search_consistency: \w+", f"search_consistency: {args.search_consistency}",
                                  local.kb_yaml_path.read_text(encoding="utf-8")), files)
         for target in targets:
@@ -163,6 +190,12 @@ def report(rows: list[dict]) -> None:
     embedded, local = rows
     print(f"\nlocal / embedded: p50 {local['p50'] / embedded['p50']:.2f}, p95 {local['p95'] / embedded['p95']:.2f}, "
           f"first query {local['first_ms'] / embedded['first_ms']:.2f}")
+    client_ms = local["cpu_ms"].pop(BENCH_PROCESS)  # over the local stack's queries: the client alone
+    embedded_ms = embedded["cpu_ms"][BENCH_PROCESS] - client_ms
+    local_ms = sum(local["cpu_ms"].values())
+    print(f"\nCPU ms per query: embedded {embedded_ms:.1f} (this process {embedded['cpu_ms'][BENCH_PROCESS]:.1f} "
+          f"less the client's {client_ms:.1f}), local {local_ms:.1f}: "
+          + ", ".join(f"{name} {ms:.1f}" for name, ms in sorted(local["cpu_ms"].items(), key=lambda kv: -kv[1])))
 
 
 def main() -> None:

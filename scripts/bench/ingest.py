@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 
 import httpx
-import psutil
 
 import _common as common
 from services.parser.parser import parse_document
@@ -80,23 +79,10 @@ def bare_model(kb: KBConfig):
 def bare_encode(model, texts: list[str], batch_size: int) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one `encode` call over all texts, after a small untimed warm-up."""
     model.encode(texts[:batch_size], batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
-    cpu, started = process_tree_cpu(), time.perf_counter()
+    cpu, started = common.process_tree_cpu(), time.perf_counter()
     model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
                  show_progress_bar=False)
-    return time.perf_counter() - started, process_tree_cpu() - cpu
-
-
-def process_tree_cpu() -> float:
-    """CPU seconds (user + system) used so far by this process and its live descendants."""
-    me = psutil.Process()
-    total = 0.0
-    for process in [me, *me.children(recursive=True)]:
-        try:
-            times = process.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system
-    return total
+    return time.perf_counter() - started, common.process_tree_cpu() - cpu
 
 
 def main() -> None:
@@ -123,9 +109,9 @@ def main() -> None:
         try:
             with httpx.Client(base_url=stack.http_url, timeout=120) as client:
                 common.create_kb(client, KB, config_yaml)
-                cpu = process_tree_cpu()
+                cpu = common.process_tree_cpu()
                 jobs, wall = common.ingest(client, KB, files)
-                pipeline_cpu = process_tree_cpu() - cpu
+                pipeline_cpu = common.process_tree_cpu() - cpu
             common.report_failures(jobs)
             done = [job for job in jobs if job["state"] == "done"]
             chunks = sum(int(job["chunks_total"]) for job in done)

@@ -17,7 +17,10 @@ with inner punctuation (`0.05`, `e.g`, `alzheimer's`) that stay whole here, so B
 scores differ slightly between the engines. (Stemming happens here rather than in an
 ES analyzer because the stemmer filters live in ES's analysis-common module, which a
 minimal node need not have.) The full chunk is kept (protobuf, base64) so the BM25 route can
-answer alone when the vector store is down.
+answer alone when the vector store is down. Since schema version 2 it is kept in binary doc values
+and left out of `_source`: a search reads each hit's payload from its column instead of decompressing
+the stored-fields block that hit's `_source` sits in, which took ~40% of a 100-hit search's CPU on
+the node (`scripts/bench/es_payloads.py`). Indices of version 1 are still read from `_source`.
 
 Failure behaviour: short request timeouts and bounded retries on connection
 errors and 429/502/503/504, so a dead node makes the route fail fast (the
@@ -40,7 +43,7 @@ from shared.stores.base import require_namespaces, sibling_fetch_args
 from shared.stores.filters import metadata_pairs, metadata_terms
 from shared.text import Analyzer, analyze, query_terms
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 1: the payload in `_source`; 2: in doc values only
 BULK_BATCH = 500
 # chunks per bulk request inside `bulk_loading` (a few MB of analyzed terms and payloads per request)
 BULK_LOAD_BATCH = 2000
@@ -53,6 +56,7 @@ _PREFIX = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 
 MAPPINGS = {
     "dynamic": "strict",
+    "_source": {"excludes": ["payload"]},
     "properties": {
         "chunk_id": {"type": "keyword"},
         "namespace": {"type": "keyword"},
@@ -63,9 +67,12 @@ MAPPINGS = {
         "acl": {"type": "keyword"},
         "meta": {"type": "keyword"},
         "terms": {"type": "text", "analyzer": "whitespace"},
-        "payload": {"type": "binary"},
+        "payload": {"type": "binary", "doc_values": True},
     },
 }
+# how a search asks for the payloads, by schema version: from doc values, no stored field (not even `_id`) read
+PAYLOAD_FROM = {1: {"source": ["payload"]},
+                2: {"source": False, "stored_fields": "_none_", "docvalue_fields": ["payload"]}}
 
 
 _stemmers = threading.local()  # a snowball stemmer keeps state between calls: one per thread
@@ -151,7 +158,13 @@ class ElasticsearchKeywordStore:
                     f"index {self.index} was built with the {meta.get('analyzer')!r} analyzer but the knowledge base "
                     f"is configured with {self._analyzer!r}; re-index into a new knowledge base to change analyzers"
                 )
+            version = meta.get("schema_version", 1)
+            if version not in PAYLOAD_FROM:
+                raise FailedPrecondition(f"index {self.index} has schema version {version}, newer than this "
+                                         f"release reads (up to {SCHEMA_VERSION})")
+            self._payload_from = PAYLOAD_FROM[version]
             return
+        self._payload_from = PAYLOAD_FROM[SCHEMA_VERSION]
         from elasticsearch import BadRequestError
 
         mappings = {**MAPPINGS, "_meta": {"analyzer": self._analyzer, "stemmer": "porter",
@@ -247,7 +260,7 @@ class ElasticsearchKeywordStore:
             return []
         body = {"bool": {"must": [{"match": {"terms": {"query": " ".join(terms)}}}], "filter": filters}}
         response = self._guard(self._client.search, index=self.index, query=body, size=limit,
-                               source=["payload"], track_total_hits=False)
+                               track_total_hits=False, **self._payload_from)
         candidates = []
         for rank, hit in enumerate(response["hits"]["hits"], start=1):
             chunk = _chunk(hit)
@@ -275,18 +288,19 @@ class ElasticsearchKeywordStore:
         if not group_ids:
             return []
         query = {"bool": {"filter": [{"terms": {"namespace": namespaces}}, {"terms": {"group_id": group_ids}}]}}
-        chunks = [_chunk(hit) for hit in self._scan(query, source=["payload"])]
+        chunks = [_chunk(hit) for hit in self._scan(query, **self._payload_from)]
         order = {g: i for i, g in enumerate(group_ids)}
         return sorted(chunks, key=lambda c: (order[c.group_id], c.part_index, c.position))
 
-    def _scan(self, query: dict, *, source) -> list[dict]:
-        """All hits of a filter-only query, paged by chunk_id (search_after), independent of result size."""
+    def _scan(self, query: dict, **fields) -> list[dict]:
+        """All hits of a filter-only query, paged by chunk_id (search_after), independent of result size;
+        `fields`: what each hit returns (`source`, ...)."""
         hits: list[dict] = []
         after = None
         while True:
             extra = {"search_after": after} if after else {}
-            response = self._guard(self._client.search, index=self.index, query=query, size=PAGE, source=source,
-                                   sort=[{"chunk_id": "asc"}], track_total_hits=False, **extra)
+            response = self._guard(self._client.search, index=self.index, query=query, size=PAGE,
+                                   sort=[{"chunk_id": "asc"}], track_total_hits=False, **fields, **extra)
             page = response["hits"]["hits"]
             hits.extend(page)
             if len(page) < PAGE:
@@ -345,7 +359,8 @@ def query_filters(search_filter: chunk_pb2.SearchFilter) -> list[dict]:
 
 
 def _chunk(hit: dict) -> chunk_pb2.KnowledgeChunk:
-    return chunk_pb2.KnowledgeChunk.FromString(base64.b64decode(hit["_source"]["payload"]))
+    payload = hit["fields"]["payload"][0] if "fields" in hit else hit["_source"]["payload"]
+    return chunk_pb2.KnowledgeChunk.FromString(base64.b64decode(payload))
 
 
 def _reason(error) -> str:

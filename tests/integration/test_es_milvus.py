@@ -25,7 +25,7 @@ from shared.contracts import chunk_pb2
 from shared.errors import FailedPrecondition, InvalidArgument, Unavailable
 from shared.kb import KnowledgeBaseCatalog
 from shared.stores.base import KeywordStore
-from shared.stores.elasticsearch import ElasticsearchKeywordStore
+from shared.stores.elasticsearch import MAPPINGS, ElasticsearchKeywordStore, index_name
 from shared.stores.milvus import MilvusVectorStore, collection_name, milvus_client
 from shared.stores.sqlite_fts import SqliteFtsKeywordStore
 from tests.conftest import ROOT
@@ -222,6 +222,46 @@ def test_es_upsert_replaces_delete_by_document_and_sibling_parts(es_store):
     assert es_store.count() == 0 and es_store.delete_ids(["c1"]) == 0
 
 
+def create_index_of_schema(es_store: ElasticsearchKeywordStore, kb: str, version: int) -> None:
+    """An index as an earlier (1: the payload in `_source`) or a later release would have created it."""
+    mappings = {**MAPPINGS, "_meta": {"analyzer": "jieba", "stemmer": "porter", "schema_version": version},
+                "properties": {**MAPPINGS["properties"], "payload": {"type": "binary"}}}
+    del mappings["_source"]
+    es_store._client.indices.create(index=index_name("ragkb", kb), mappings=mappings)
+
+
+def test_es_payloads_live_in_doc_values_and_a_schema_1_index_is_still_read(es, es_store):
+    parts = [chunk("p1", "battery safety rules", group_id="d1:g", part_index=1, part_count=2,
+                   metadata={"lang": "en"}),
+             chunk("p2", "battery charging rules", group_id="d1:g", part_index=2, part_count=2)]
+    kb = unique("schema1")
+    create_index_of_schema(es_store, kb, 1)
+    earlier = ElasticsearchKeywordStore([es.url], kb=kb, request_timeout_s=5)
+    try:
+        for store in (es_store, earlier):
+            store.upsert(parts)
+            assert sorted(c.chunk.SerializeToString() for c in store.search("battery rules", only("a"), 5)) == sorted(
+                c.SerializeToString() for c in parts)
+            assert [c.SerializeToString() for c in store.chunks_by_group(["a"], ["d1:g"])] == [
+                c.SerializeToString() for c in parts]
+        stored = {store.index: store._client.search(index=store.index, size=5)["hits"]["hits"][0]["_source"]
+                  for store in (es_store, earlier)}
+        assert "payload" not in stored[es_store.index] and "payload" in stored[earlier.index]
+    finally:
+        earlier.drop()
+        earlier.close()
+
+
+def test_es_refuses_an_index_of_a_later_schema(es, es_store):
+    kb = unique("schema9")
+    create_index_of_schema(es_store, kb, 9)
+    try:
+        with pytest.raises(FailedPrecondition, match="schema version 9, newer than this release reads"):
+            ElasticsearchKeywordStore([es.url], kb=kb, request_timeout_s=5)
+    finally:
+        es_store._client.indices.delete(index=index_name("ragkb", kb))
+
+
 def test_es_rejected_writes_name_the_chunks_and_keep_stored_data(es_store, es):
     es_store.upsert([chunk("kept", "battery facts")])
     es_store._client.indices.put_settings(index=es_store.index, settings={"index.blocks.write": True})
@@ -241,8 +281,10 @@ def tenant_chunks(version: str) -> list[chunk_pb2.KnowledgeChunk]:
 
 
 def es_sources(store: ElasticsearchKeywordStore) -> dict[str, dict]:
-    hits = store._client.search(index=store.index, query={"match_all": {}}, size=100)["hits"]["hits"]
-    return {hit["_id"]: hit["_source"] for hit in hits}
+    """Every stored document: its `_source` and its payload (kept in doc values, out of `_source`)."""
+    hits = store._client.search(index=store.index, query={"match_all": {}}, size=100,
+                                docvalue_fields=["payload"])["hits"]["hits"]
+    return {hit["_id"]: {**hit["_source"], "payload": hit["fields"]["payload"]} for hit in hits}
 
 
 def test_es_bulk_loading_writes_what_upsert_writes_then_refreshes_and_restores_settings(es, es_store):

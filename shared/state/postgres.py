@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import logging
 import re
+import select
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -104,7 +105,7 @@ class PostgresDatabase:
                                      f"{str(error).strip()}") from None
         # connections are checked when taken, so a database restart or failover costs no failed request
         self._pool = ConnectionPool(dsn, min_size=1, max_size=max_size, kwargs={"autocommit": True},
-                                    check=ConnectionPool.check_connection, name="ragkb-control-plane", open=True)
+                                    check=check_idle_connection, name="ragkb-control-plane", open=True)
 
     def execute(self, sql: str, params: Sequence = ()) -> Result:
         with self._pool.connection() as connection:
@@ -136,6 +137,19 @@ class _Transaction:
     def execute_many(self, sql: str, rows: Sequence[Sequence]) -> None:
         with self._connection.cursor() as cursor:
             cursor.executemany(_placeholders(sql), [tuple(row) for row in rows])
+
+
+def check_idle_connection(connection: psycopg.Connection) -> None:
+    """The pool's check of a connection it is about to hand out, without a round trip when nothing is wrong.
+
+    An idle connection in autocommit mode has nothing to read unless the server closed it (a shutdown,
+    restart or `pg_terminate_backend` sends its notice, then the socket's end) or something else went
+    wrong; only then is it checked with a round trip, which raises for a closed one, and the pool
+    replaces it. Checking every hand-out with a round trip added one to every statement and transaction
+    (about five per query on the local stack), to a database that may be a network hop away.
+    """
+    if connection.closed or select.select([connection.fileno()], [], [], 0)[0]:
+        ConnectionPool.check_connection(connection)
 
 
 def _run(connection: psycopg.Connection, sql: str, params: Sequence) -> Result:

@@ -45,6 +45,7 @@ import engines  # noqa: E402
 from grpc_health_check import check  # noqa: E402
 
 from shared.config import KBConfig, Settings  # noqa: E402
+from shared.stores import elasticsearch as elasticsearch_store  # noqa: E402
 from shared.tls import CALLERS, init_certs  # noqa: E402
 
 LAYERS = ("parser", "indexer", "retriever", "reranker", "generator")
@@ -184,7 +185,7 @@ class LocalStack:
             self.milvus = engines.MilvusServer(self.directory / "milvus")
             with ThreadPoolExecutor(2, thread_name_prefix="engine") as pool:
                 # the engines warm up while the services start: no service touches them before a KB exists
-                started = [pool.submit(self.elasticsearch.start), pool.submit(self.milvus.start)]
+                started = [pool.submit(self._start_elasticsearch), pool.submit(self.milvus.start)]
                 self._start_services()
                 for future in started:
                     future.result()
@@ -196,6 +197,12 @@ class LocalStack:
             self.stop()  # never leave half a stack behind
             raise
         return self
+
+    def _start_elasticsearch(self) -> None:
+        """Start the node and warm its search path (a fresh JVM runs it slowly for its first few hundred
+        searches), both while the services start."""
+        self.elasticsearch.start()
+        elasticsearch_store.warm_up([self.elasticsearch.url])
 
     def _start_services(self) -> None:
         port = engines.free_port

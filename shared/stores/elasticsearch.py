@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import random
 import re
+import secrets
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -337,6 +339,39 @@ class ElasticsearchKeywordStore:
             return call(*args, **kwargs)
         except (EsConnectionError, ConnectionTimeout) as error:
             raise Unavailable(f"elasticsearch at {', '.join(self.hosts)} is unreachable: {error}") from None
+
+
+WARM_UP_SEARCHES = 1000
+WARM_UP_PREFIX = "ragkb-warm-up"  # never a KB's index: those are named `<index_prefix>-kb-<kb>`
+_WARM_UP_WORDS = ("battery charge robot firmware payload pairing code reset telemetry sensor route dock motor "
+                  "电池 充电 机器人 固件 载重 配对 重置 遥测").split()
+
+
+def warm_up(hosts: Sequence[str], *, searches: int = WARM_UP_SEARCHES) -> None:
+    """Run this store's requests on a new node until its JVM has compiled them, then drop what it wrote.
+
+    A fresh JVM interprets Elasticsearch's REST, query and doc-value code at first and compiles the hot
+    methods as calls add up: on the local stack's node a query's searches cost 13-24 ms of node CPU over the
+    first hundred queries and 4-6 ms after a few hundred (`scripts/bench/cluster_vs_embedded.py` prints the
+    CPU per query). Running the search and the sibling read here, on a scratch index of made-up chunks (~4 s
+    for the default count), moves that cost before the stack reports ready. A long-running cluster needs
+    none of this.
+    """
+    kb = secrets.token_hex(4)
+    store = ElasticsearchKeywordStore(hosts, kb=kb, index_prefix=WARM_UP_PREFIX, refresh="true")
+    try:
+        words = random.Random(0)
+        store.upsert([chunk_pb2.KnowledgeChunk(
+            chunk_id=f"warm-up-{n}", kb=kb, namespace="default", doc_id=f"doc-{n // 4}", group_id=f"group-{n // 2}",
+            part_index=n % 2, content=" ".join(words.choices(_WARM_UP_WORDS, k=40))) for n in range(64)])
+        search_filter = chunk_pb2.SearchFilter(namespaces=["default"])
+        for n in range(searches):
+            store.search(" ".join(words.sample(_WARM_UP_WORDS, 4)), search_filter, 30)
+            if n % 3 == 0:
+                store.chunks_by_group(["default"], [f"group-{words.randrange(32)}", f"group-{words.randrange(32)}"])
+    finally:
+        store.drop()
+        store.close()
 
 
 def query_filters(search_filter: chunk_pb2.SearchFilter) -> list[dict]:

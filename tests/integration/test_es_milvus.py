@@ -25,7 +25,7 @@ from shared.contracts import chunk_pb2
 from shared.errors import FailedPrecondition, InvalidArgument, Unavailable
 from shared.kb import KnowledgeBaseCatalog
 from shared.stores.base import KeywordStore
-from shared.stores.elasticsearch import MAPPINGS, ElasticsearchKeywordStore, index_name
+from shared.stores.elasticsearch import MAPPINGS, ElasticsearchKeywordStore, index_name, warm_up
 from shared.stores.milvus import MilvusVectorStore, collection_name, milvus_client
 from shared.stores.sqlite_fts import SqliteFtsKeywordStore
 from tests.conftest import ROOT
@@ -260,6 +260,24 @@ def test_es_refuses_an_index_of_a_later_schema(es, es_store):
             ElasticsearchKeywordStore([es.url], kb=kb, request_timeout_s=5)
     finally:
         es_store._client.indices.delete(index=index_name("ragkb", kb))
+
+
+def test_es_warm_up_runs_the_search_path_and_leaves_the_node_as_it_found_it(es, es_store):
+    es_store.upsert([chunk_pb2.KnowledgeChunk(chunk_id="kept", namespace="default", doc_id="d",
+                                              content="battery charge takes ninety minutes")])
+    indices = es_store._client.indices
+    before = set(indices.get(index="*"))
+
+    def searches() -> int:
+        stats = es_store._client.nodes.stats(metric="indices", index_metric="search")
+        return sum(node["indices"]["search"]["query_total"] for node in stats["nodes"].values())
+
+    ran = searches()
+    warm_up([es.url], searches=30)
+    assert searches() - ran >= 30 + 10  # every search, and a sibling read every third one
+    assert set(indices.get(index="*")) == before
+    found = es_store.search("battery", chunk_pb2.SearchFilter(namespaces=["default"]), 5)
+    assert [c.chunk.chunk_id for c in found] == ["kept"]
 
 
 def test_es_rejected_writes_name_the_chunks_and_keep_stored_data(es_store, es):

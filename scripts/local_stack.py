@@ -50,6 +50,10 @@ from shared.tls import CALLERS, init_certs  # noqa: E402
 
 LAYERS = ("parser", "indexer", "retriever", "reranker", "generator")
 SCALABLE = ("gateway", *LAYERS)  # the workers are scaled with `workers`
+# torch intra-op threads per layer, where the default (2) does not suit a host whose cores every process shares:
+# the retriever embeds a query while its BM25 search runs in Elasticsearch, and a two-thread team would wait
+# for a core at every operator (README, Performance)
+MODEL_THREADS = {"retriever": "1"}
 STATE_FILE = "stack.json"
 KB_FILE = "kb.yaml"
 
@@ -238,6 +242,9 @@ class LocalStack:
         env = {key: value for key, value in os.environ.items() if not key.startswith("RAGKB_")}
         env.update({f"RAGKB_{key.upper()}": str(value) for key, value in asdict(settings).items()})
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        layer = module.split(".")[1]
+        if layer in MODEL_THREADS and "OMP_NUM_THREADS" not in os.environ:  # an operator's own setting is kept
+            env["OMP_NUM_THREADS"] = MODEL_THREADS[layer]
         self.services[name] = ServiceProcess(name, module, env, address, self.logs / f"{name}.log")
 
     def _wait_gateway_ready(self, deadline: float) -> None:

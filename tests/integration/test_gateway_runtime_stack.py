@@ -107,6 +107,22 @@ def test_toggling_a_step_changes_the_next_request_without_restart(client, kb, st
     assert client.steps()["steps"]["generation"]["skip_when"]["languages"] == ["zh"]  # last good settings kept
 
 
+def test_retrieval_reads_vectors_and_split_parts_only_for_the_steps_that_use_them(client, kb, steps):
+    def reads(question: str) -> set[str]:
+        stages = client.query(kb, question)["stages"]["retrieval"]["metadata"]
+        return {read for read in ("chunk_vectors", "split_parts") if f"{read}_ms" in stages}
+
+    question = "What does error code E101 mean?"
+    assert reads(question) == {"chunk_vectors", "split_parts"}
+    client.set_steps({"generation": {"enabled": False}})
+    assert reads(question) == {"split_parts"}
+    client.set_steps({"rerank": {"enabled": False}})
+    assert reads(question) == {"chunk_vectors"}
+    client.set_steps({"rerank": {"enabled": False}, "generation": {"enabled": False}})
+    result = client.query(kb, question)
+    assert result["chunks"] and not reads(question)
+
+
 def test_optional_steps_apply_and_fail_soft(client, kb, steps):
     client.set_steps({"query_rewrite": {"enabled": True}, "multi_query": {"enabled": True},
                       "hyde": {"enabled": True, "timeout_s": 30}})

@@ -173,8 +173,11 @@ class GrpcRetriever:
 
     @staticmethod
     def _request(query: str, context: QueryContext) -> retriever_pb2.RetrieveRequest:
+        """The candidates' stored vectors serve generation's checks, the split parts the reranker's assembly:
+        each is read only while its step is on (a retrieval-only query reads neither)."""
         return retriever_pb2.RetrieveRequest(kb=context.kb, query=query, filter=context.search_filter(),
-                                             top_k=context.top_k, chunk_vectors=True, split_parts=True)
+                                             top_k=context.top_k, chunk_vectors=context.steps.generation.enabled,
+                                             split_parts=context.steps.rerank.enabled)
 
 
 class _SplitParts:

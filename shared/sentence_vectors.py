@@ -66,17 +66,16 @@ class Embedded:
 def embed_for_index(embedder, chunks: Sequence[chunk_pb2.KnowledgeChunk], *, sentences: bool) -> Embedded:
     """Chunk vectors, and with `sentences` each chunk's sentence vectors, from one `embed_documents` call:
     the model sorts its input by length, so short sentences share forward passes instead of one pass
-    per chunk's handful."""
+    per chunk's handful. Each distinct text is embedded once: the sentences a split block's parts
+    overlap by, and a one-sentence chunk's sentence, would otherwise be embedded twice (a text's vector
+    does not depend on what it is batched with: `shared/embedders.length_batches`)."""
     texts = [c.content for c in chunks]
     if not sentences:
         return Embedded(embedder.embed_documents(texts), None)
     per_chunk = [scored_sentences(c) for c in chunks]
-    vectors = embedder.embed_documents([*texts, *(s for group in per_chunk for s in group)])
-    groups, start = [], len(texts)
-    for group in per_chunk:
-        groups.append(vectors[start:start + len(group)])
-        start += len(group)
-    return Embedded(vectors[:len(texts)], groups)
+    rows = {text: row for row, text in enumerate(dict.fromkeys([*texts, *(s for g in per_chunk for s in g)]))}
+    vectors = embedder.embed_documents(list(rows))
+    return Embedded(vectors[[rows[t] for t in texts]], [vectors[[rows[s] for s in group]] for group in per_chunk])
 
 
 def carried(key: str, chunk_vector, sentence_vectors: bytes, sentence_count: int,

@@ -125,6 +125,21 @@ def test_ingest_stores_one_vector_per_scored_sentence_in_reading_order(embed):
     assert unpack_sentences(packed, len(embedded.sentences[0]) + 1, embed.dimension) is None
 
 
+def test_ingest_embeds_each_distinct_text_once(embed):
+    shared = "Charging starts when the robot docks."
+    texts = [f"The AMR-7 battery takes 90 minutes to charge fully. {shared}",  # parts overlapping by a sentence
+             f"{shared} The dock light turns green when charging ends.",
+             "Do not charge the battery below 0 °C."]  # one sentence: the chunk is its own sentence
+    chunks = [chunk_pb2.KnowledgeChunk(chunk_id=f"c{n}", content=text) for n, text in enumerate(texts)]
+    assert shared in scored_sentences(chunks[0]) and shared in scored_sentences(chunks[1])
+    assert scored_sentences(chunks[2]) == [texts[2]]
+    embedded = embed_for_index(embed, chunks, sentences=True)
+    assert sorted(embed.texts) == sorted({*texts, *(s for c in chunks for s in scored_sentences(c))})
+    np.testing.assert_array_equal(embedded.chunks, embed.embed_documents(texts))
+    for chunk, group in zip(chunks, embedded.sentences):
+        np.testing.assert_array_equal(group, embed.embed_documents(scored_sentences(chunk)))
+
+
 def test_carried_vectors_give_the_answer_computed_ones_give_and_embed_nothing(embed):
     computed = answerer(embed).answer(QUERY, sources())
     asked = list(embed.texts)

@@ -343,8 +343,8 @@ class ElasticsearchKeywordStore:
 
 WARM_UP_SEARCHES = 1000
 WARM_UP_PREFIX = "ragkb-warm-up"  # never a KB's index: those are named `<index_prefix>-kb-<kb>`
-_WARM_UP_WORDS = ("battery charge robot firmware payload pairing code reset telemetry sensor route dock motor "
-                  "电池 充电 机器人 固件 载重 配对 重置 遥测").split()
+# Latin words only: the node's code path is the same for any term, and CJK text would load jieba's dictionary here
+_WARM_UP_WORDS = "battery charge robot firmware payload pairing code reset telemetry sensor route dock motor".split()
 
 
 def warm_up(hosts: Sequence[str], *, searches: int = WARM_UP_SEARCHES) -> None:

@@ -19,7 +19,8 @@ def test_connections_the_server_closed_while_idle_are_replaced_before_use(postgr
             second.execute("SELECT 1")
         pids = {row[0] for row in database.execute("SELECT pg_backend_pid()").rows}
         with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-            killed = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            # the timeout waits until each backend has exited: a backend still exiting races any check
+            killed = admin.execute("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
                                    "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchall()
         assert len(killed) >= 2 and all(done for done, in killed)
         for _ in range(4):  # every pooled connection was closed under the pool; each request still succeeds

@@ -147,6 +147,8 @@ def check_idle_connection(connection: psycopg.Connection) -> None:
     wrong; only then is it checked with a round trip, which raises for a closed one, and the pool
     replaces it. Checking every hand-out with a round trip added one to every statement and transaction
     (about five per query on the local stack), to a database that may be a network hop away.
+    A backend ended in the moment its connection is handed out has not sent its notice yet, so that one
+    statement fails; it is not retried, since an ended backend may have committed before it replied.
     """
     if connection.closed or select.select([connection.fileno()], [], [], 0)[0]:
         ConnectionPool.check_connection(connection)
